@@ -1,0 +1,16 @@
+"""structspec: grammar-constrained generation for language models."""
+
+from structspec.errors import GrammarError, SchemaError, StructspecError
+from structspec.grammar import Grammar
+from structspec.parse_state import ParseState, StackLimitError
+from structspec.vocab import Vocabulary
+
+__all__ = [
+    "Grammar",
+    "GrammarError",
+    "ParseState",
+    "SchemaError",
+    "StackLimitError",
+    "StructspecError",
+    "Vocabulary",
+]

@@ -1,0 +1,172 @@
+"""Array values: positional items, the rest, counts, ``contains`` and ``uniqueItems``.
+
+``uniqueItems`` is exact when the items come from a small finite set (the grammar tracks which
+values were used) or when at most one item is allowed; ``contains`` is exact without
+``maxContains`` and without other count limits. Everything else there is relaxed or refused.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+from structspec.jsonschema.builder import GrammarBuilder, emit_graph
+from structspec.jsonschema.encoding import json_value_expr
+from structspec.jsonschema.facets import Facet
+from structspec.jsonschema.resolve import Loc
+from structspec.regex_expr import EMPTY, Lit, MaybeExpr, alt, opt, rep, seq
+
+MAX_UNIQUE_VALUES = 8
+
+
+class ArrayHost(Protocol):
+    builder: GrammarBuilder
+    ws: MaybeExpr
+
+    def relax(self, pointer: str, keyword: str, message: str) -> None: ...
+
+    def value_rule(self, locs: list[Loc], name: str) -> MaybeExpr: ...
+
+    def finite_values(self, locs: list[Loc]) -> list[Any] | None: ...
+
+
+def array_expr(host: ArrayHost, facets: list[Facet], name: str) -> MaybeExpr:
+    prefix_len = max(
+        (len(f.kw["prefixItems"]) for f in facets if isinstance(f.kw.get("prefixItems"), list)),
+        default=0,
+    )
+    min_i, max_i = 0, None
+    for f in facets:
+        if isinstance(f.kw.get("minItems"), (int, float)):
+            min_i = max(min_i, math.ceil(f.kw["minItems"]))
+        if isinstance(f.kw.get("maxItems"), (int, float)):
+            high = math.floor(f.kw["maxItems"])
+            max_i = high if max_i is None else min(max_i, high)
+        if f.kw.get("unevaluatedItems", True) is not True:
+            host.relax(
+                f.pointer("unevaluatedItems"),
+                "unevaluatedItems",
+                "unevaluatedItems is not supported",
+            )
+    rest_locs = [f.sub("items") for f in facets if "items" in f.kw]
+    ws = host.ws if host.ws is not None else EMPTY
+    sep = seq(ws, Lit(","), ws)
+    unique = [f for f in facets if f.kw.get("uniqueItems") is True]
+    contains = [f for f in facets if "contains" in f.kw]
+    if unique and (max_i is None or max_i > 1):
+        body = _unique(host, facets, unique[0], prefix_len, rest_locs, min_i, max_i, sep, name)
+    elif contains:
+        body = _contains(host, contains, prefix_len, rest_locs, min_i, max_i, sep, name)
+    else:
+        items = [host.value_rule(_position_locs(facets, i), f"{name}-{i}") for i in range(prefix_len)]
+        rest = host.value_rule(rest_locs, f"{name}-items")
+        body = _sequence(items, rest, min_i, max_i, sep)
+    if body is None and min_i > 0:
+        return None
+    return seq(Lit("["), ws, body if body is not None else EMPTY, ws, Lit("]"))
+
+
+def _position_locs(facets: list[Facet], i: int) -> list[Loc]:
+    locs = []
+    for f in facets:
+        prefix = f.kw.get("prefixItems")
+        if isinstance(prefix, list) and i < len(prefix):
+            locs.append(f.sub("prefixItems", i))
+        elif "items" in f.kw:
+            locs.append(f.sub("items"))
+    return locs
+
+
+def _sequence(items: list[MaybeExpr], rest: MaybeExpr, min_i: int, max_i: int | None, sep: MaybeExpr) -> MaybeExpr:
+    """Content of ``[...]``: the positional items, then repeats of ``rest``."""
+    for i, item in enumerate(items):
+        if item is None:
+            max_i = i if max_i is None else min(max_i, i)
+            break
+    if rest is None:
+        max_i = len(items) if max_i is None else min(max_i, len(items))
+    if max_i is not None and max_i < min_i:
+        return None
+
+    def tail(i: int) -> MaybeExpr:
+        """Elements from position ``i`` on, after ``i`` elements (``i >= 1``)."""
+        if max_i is not None and i >= max_i:
+            return EMPTY
+        if i < len(items):
+            more = seq(sep, items[i], tail(i + 1))
+            return opt(more) if i >= min_i else more
+        limit = None if max_i is None else max_i - i
+        return rep(seq(sep, rest), max(0, min_i - i), limit)
+
+    if max_i == 0:
+        return EMPTY
+    first = items[0] if items else rest
+    body = seq(first, tail(1))
+    return opt(body) if min_i == 0 else body
+
+
+def _contains(
+    host: ArrayHost,
+    contains: list[Facet],
+    prefix_len: int,
+    rest_locs: list[Loc],
+    min_i: int,
+    max_i: int | None,
+    sep: MaybeExpr,
+    name: str,
+) -> MaybeExpr:
+    facet = contains[0]
+    pointer = facet.pointer("contains")
+    need = 1
+    for f in contains:
+        low = f.kw.get("minContains", 1)
+        need = max(need, low if isinstance(low, int) else 1)
+        if "maxContains" in f.kw:
+            host.relax(f.pointer("maxContains"), "maxContains", "maxContains is not supported")
+    if len(contains) > 1 or prefix_len or min_i > need or max_i is not None:
+        host.relax(pointer, "contains", "contains combined with positional items or counts")
+    if need == 0:
+        return _sequence([], host.value_rule(rest_locs, f"{name}-items"), min_i, max_i, sep)
+    any_item = host.value_rule(rest_locs, f"{name}-items")
+    match = host.value_rule(rest_locs + [facet.sub("contains")], f"{name}-contains")
+    if match is None:
+        return None
+    lead = rep(seq(any_item, sep), 0, None) if any_item is not None else EMPTY
+    middle = rep(seq(sep, lead, match), need - 1, need - 1)
+    trail = rep(seq(sep, any_item), 0, None) if any_item is not None else EMPTY
+    return seq(lead, match, middle, trail)
+
+
+def _unique(
+    host: ArrayHost,
+    facets: list[Facet],
+    facet: Facet,
+    prefix_len: int,
+    rest_locs: list[Loc],
+    min_i: int,
+    max_i: int | None,
+    sep: MaybeExpr,
+    name: str,
+) -> MaybeExpr:
+    """Arrays of distinct items drawn from a small finite set: one state per used subset."""
+    pointer = facet.pointer("uniqueItems")
+    values = host.finite_values(rest_locs) if not prefix_len else None
+    if values is None or len(values) > MAX_UNIQUE_VALUES:
+        host.relax(pointer, "uniqueItems", "uniqueItems over items that are not a small finite set")
+        items = [host.value_rule(_position_locs(facets, i), f"{name}-{i}") for i in range(prefix_len)]
+        return _sequence(items, host.value_rule(rest_locs, f"{name}-items"), min_i, max_i, sep)
+    exprs = [json_value_expr(v, host.ws) for v in values]
+    top = len(values) if max_i is None else min(max_i, len(values))
+    edges: dict[object, list[tuple[MaybeExpr, object]]] = {}
+    accept: set[object] = set()
+    for mask in range(1 << len(values)):
+        used = bin(mask).count("1")
+        if used >= min_i:
+            accept.add(mask)
+        out: list[tuple[MaybeExpr, object]] = []
+        if used < top:
+            for j, expr in enumerate(exprs):
+                if not mask & (1 << j):
+                    out.append((seq(sep if used else EMPTY, expr), mask | (1 << j)))
+        edges[mask] = out
+    return alt(emit_graph(edges, accept, 0, host.builder, f"{name}-unique"))

@@ -1,0 +1,292 @@
+"""JSON Schema to GBNF: the orchestrating converter.
+
+Each schema position is expanded into alternatives (:mod:`.expand`); each alternative is
+emitted per JSON type (:mod:`.strings`, :mod:`.numbers`, :mod:`.objects`, :mod:`.arrays`).
+Property values, items and ``$ref`` targets become named rules whose names follow the schema
+path; ``$ref`` targets are compiled once, which is how recursion of any depth is expressed.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any
+
+import jsonschema as jsonschema_lib
+import referencing.exceptions
+
+from structspec.errors import SchemaError, SchemaRelaxedWarning
+from structspec.jsonschema import helpers
+from structspec.jsonschema.arrays import array_expr
+from structspec.jsonschema.builder import GrammarBuilder
+from structspec.jsonschema.encoding import free_char, json_value_expr
+from structspec.jsonschema.expand import Expander
+from structspec.jsonschema.facets import Alternative, Facet, RefFacet, alternative_types, split
+from structspec.jsonschema.numeric import number_expr
+from structspec.jsonschema.objects import object_expr
+from structspec.jsonschema.resolve import Document, Loc
+from structspec.jsonschema.strings import StringSpec, spec_from_facets, string_expr
+from structspec.regex_expr import Expr, Lit, MaybeExpr, Ref, alt
+
+WHITESPACE = ("compact", "flexible")
+
+
+class Converter:
+    """One conversion: the document, the rules built so far and what was relaxed."""
+
+    def __init__(self, schema: Any, whitespace: str = "compact", strict: bool = True) -> None:
+        if whitespace not in WHITESPACE:
+            raise ValueError(f"whitespace must be one of {WHITESPACE}, not {whitespace!r}")
+        self.strict = strict
+        self.relaxed: list[tuple[str, str, str]] = []
+        self.builder = GrammarBuilder()
+        self.doc = Document(schema)
+        self.ws: MaybeExpr = None
+        if whitespace == "flexible":
+            self.ws = self.builder.helper("ws", helpers.whitespace)
+        self.expander = Expander(self)
+        cls = jsonschema_lib.validators.validator_for(schema, default=jsonschema_lib.Draft202012Validator)
+        self._validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+        self._valid: dict[tuple[int, str], bool] = {}
+        self._values: dict[tuple[tuple[str, int], ...], MaybeExpr] = {}
+        self._defs: dict[str, Ref] = {}
+        self._unguarded: set[str] = set()
+
+    # -- services used by the emitters ---------------------------------------------------------
+    def relax(self, pointer: str, keyword: str, message: str) -> None:
+        """Refuse (strict) or record an approximation."""
+        if self.strict:
+            raise SchemaError(message, pointer, keyword)
+        entry = (pointer, keyword, message)
+        if entry not in self.relaxed:
+            self.relaxed.append(entry)
+
+    def is_valid(self, value: Any, loc: Loc) -> bool:
+        """Whether ``jsonschema`` accepts ``value`` under the node at ``loc``."""
+        key = (id(loc.node), json.dumps(value, sort_keys=True))
+        if key not in self._valid:
+            try:
+                self._valid[key] = self._validator.evolve(schema=loc.node).is_valid(value)
+            except (RecursionError, referencing.exceptions.Unresolvable, TypeError) as exc:
+                raise SchemaError(f"cannot check values against this schema: {exc}", loc.pointer, "") from None
+        return self._valid[key]
+
+    def fresh(self, hint: str) -> str:
+        return self.builder.fresh(hint)
+
+    def define(self, name: str, expr: Expr) -> None:
+        self.builder.define(name, expr)
+
+    def char_rule(self) -> Ref:
+        return self.builder.helper("char", free_char)
+
+    def helper(self, name: str) -> Ref:
+        return helpers.ref(self.builder, name, self.ws)
+
+    # -- compilation ---------------------------------------------------------------------------
+    def convert(self) -> str:
+        self.builder.reserved.add("root")
+        self._defs[""] = Ref("root")
+        self._unguarded.add("")
+        body = self.compile([self.doc.root], "root")
+        self.builder.define("root", body)
+        text = self.builder.render("root")
+        if text is None:
+            raise SchemaError("the schema accepts no JSON value", "", "")
+        if self.relaxed:
+            listing = "; ".join(f"#{p} ({k}): {m}" for p, k, m in self.relaxed)
+            warnings.warn(SchemaRelaxedWarning(f"schema approximated: {listing}"), stacklevel=3)
+        return text
+
+    def value_rule(self, locs: list[Loc], name: str) -> MaybeExpr:
+        """The grammar of a value that must satisfy every schema in ``locs`` (a named rule
+        when it is not trivial). Recursion through here consumes input, so the
+        reference-cycle check restarts."""
+        key = tuple((loc.pointer, id(loc.node)) for loc in locs)
+        if key in self._values:
+            return self._values[key]
+        saved, self._unguarded = self._unguarded, set()
+        try:
+            expr = self.compile(locs, name)
+        finally:
+            self._unguarded = saved
+        result = self.builder.rule(name, expr)
+        self._values[key] = result
+        return result
+
+    def compile(self, locs: list[Loc], name: str) -> MaybeExpr:
+        locs = [loc for loc in locs if loc.node is not True and loc.node != {}]
+        if not locs:
+            return self.helper("value")
+        if len(locs) == 1:
+            target = self.pure_ref(locs[0])
+            if target is not None:
+                return self.def_rule(target, locs[0])
+        alts: list[Alternative] = [()]
+        for loc in locs:
+            alts = self.expander.product(alts, self.expander.expand(loc))
+        names = [name] if len(alts) == 1 else [f"{name}-{i + 1}" for i in range(len(alts))]
+        return alt(*(self.emit(a, n, locs) for a, n in zip(alts, names, strict=True)))
+
+    def pure_ref(self, loc: Loc) -> Loc | None:
+        node = loc.node
+        if not isinstance(node, dict):
+            return None
+        facet, comb = split(loc, self.doc.draft)
+        if facet.kw or set(comb) - {"$ref", "$dynamicRef", "$recursiveRef"} or len(comb) != 1:
+            return None
+        return self.expander._ref_target(loc, comb)
+
+    def def_rule(self, target: Loc, at: Loc) -> Ref:
+        """The rule for a ``$ref`` target, compiled once."""
+        if target.pointer in self._unguarded:
+            raise SchemaError("reference cycle that matches no input in between", at.pointer, "$ref")
+        if target.pointer in self._defs:
+            return self._defs[target.pointer]
+        name = self.builder.fresh(helpers.def_name(target.pointer))
+        ref = Ref(name)
+        self._defs[target.pointer] = ref
+        self._unguarded.add(target.pointer)
+        try:
+            body = self.compile([target], name)
+        finally:
+            self._unguarded.discard(target.pointer)
+        self.builder.define(name, body)
+        return ref
+
+    def emit(self, alternative: Alternative, name: str, meaning: list[Loc]) -> MaybeExpr:
+        """The grammar of one alternative (a conjunction of flat facets)."""
+        if len(alternative) == 1 and isinstance(alternative[0], RefFacet):
+            return self.def_rule(alternative[0].target, alternative[0].target)
+        if any(isinstance(p, RefFacet) for p in alternative):
+            opened = self.expander.open_refs(alternative)
+            return alt(*(self.emit(a, name, meaning) for a in opened))
+        facets = [p for p in alternative if isinstance(p, Facet)]
+        if not any(f.kw for f in facets):
+            return self.helper("value")
+        finite = self._finite(facets, meaning)
+        if finite is not None:
+            return alt(*(json_value_expr(v, self.ws) for v in finite))
+        types = alternative_types(alternative)
+        excluded = [v for f in facets for v in f.kw.get("~not-enum", ())]
+        parts: list[MaybeExpr] = []
+        if "null" in types and None not in excluded:
+            parts.append(Lit("null"))
+        if "boolean" in types:
+            parts += [Lit(json.dumps(b)) for b in (True, False) if not _contains(excluded, b)]
+        if "string" in types:
+            parts.append(self._string(facets, name))
+        if types & {"integer", "fraction"}:
+            parts.append(number_expr(self, facets, types, name))
+        if "object" in types:
+            self._check_excluded(excluded, dict, facets, "object")
+            parts.append(self._object(facets, name))
+        if "array" in types:
+            self._check_excluded(excluded, list, facets, "array")
+            parts.append(self._array(facets, name))
+        return alt(*parts)
+
+    def _finite(self, facets: list[Facet], meaning: list[Loc]) -> list[Any] | None:
+        candidates: list[Any] | None = None
+        for f in facets:
+            if "enum" in f.kw or "const" in f.kw:
+                values = f.kw["enum"] if "enum" in f.kw else [f.kw["const"]]
+                if not isinstance(values, list):
+                    raise SchemaError("'enum' must be an array", f.pointer("enum"), "enum")
+                candidates = values if candidates is None else [v for v in candidates if _contains(values, v)]
+        if candidates is None:
+            return None
+        out: list[Any] = []
+        for value in candidates:
+            if not _contains(out, value) and all(self.is_valid(value, loc) for loc in meaning):
+                out.append(value)
+        return out
+
+    def _check_excluded(self, excluded: list[Any], kind: type, facets: list[Facet], what: str) -> None:
+        if any(isinstance(v, kind) for v in excluded):
+            self.relax(facets[0].loc.pointer, "not", f"cannot exclude specific {what} values")
+
+    def _string(self, facets: list[Facet], name: str) -> MaybeExpr:
+        spec = spec_from_facets(facets, self.relax)
+        if spec.free() and spec.min_len == 0 and spec.max_len is None:
+            return self.helper("string")
+        return string_expr(self, spec, name)
+
+    def _object(self, facets: list[Facet], name: str) -> MaybeExpr:
+        if not any(k in f.kw for f in facets for k in helpers.OBJECT_KEYWORDS):
+            return self.helper("object")
+        return object_expr(self, facets, name)
+
+    def _array(self, facets: list[Facet], name: str) -> MaybeExpr:
+        if not any(k in f.kw for f in facets for k in helpers.ARRAY_KEYWORDS):
+            return self.helper("array")
+        return array_expr(self, facets, name)
+
+    # -- helpers for the emitters --------------------------------------------------------------
+    def finite_values(self, locs: list[Loc]) -> list[Any] | None:
+        """All values allowed by ``locs`` when that set is finite and known, else ``None``."""
+        alts: list[Alternative] = [()]
+        for loc in locs:
+            alts = self.expander.product(alts, self.expander.expand(loc))
+        out: list[Any] = []
+        for alternative in alts:
+            if any(isinstance(p, RefFacet) for p in alternative):
+                return None
+            facets = [p for p in alternative if isinstance(p, Facet)]
+            values = self._finite(facets, locs)
+            if values is None:
+                types = alternative_types(alternative)
+                if not types <= {"null", "boolean"}:
+                    return None
+                values = [
+                    v
+                    for v in (None, True, False)
+                    if _type_of(v) in types and all(self.is_valid(v, loc) for loc in locs)
+                ]
+            out += [v for v in values if not _contains(out, v)]
+        return out
+
+    def name_spec(self, loc: Loc) -> tuple[list[str] | None, list[StringSpec]]:
+        """``propertyNames`` as a finite set of names and/or string specs."""
+        finite: list[str] | None = None
+        specs: list[StringSpec] = []
+        for alternative in self.expander.expand(loc):
+            if any(isinstance(p, RefFacet) for p in alternative):
+                alternative = tuple(p for a in self.expander.open_refs(alternative) for p in a)
+            facets = [p for p in alternative if isinstance(p, Facet)]
+            if "string" not in alternative_types(alternative):
+                continue
+            values = self._finite(facets, [loc])
+            if values is not None:
+                finite = (finite or []) + [v for v in values if isinstance(v, str)]
+                continue
+            specs.append(spec_from_facets(facets, self.relax))
+        if finite is None and not specs:
+            finite = []
+        return finite, specs
+
+
+def _type_of(value: Any) -> str:
+    return "null" if value is None else "boolean"
+
+
+def _contains(values: list[Any], value: Any) -> bool:
+    return any(jsonschema_lib._utils.equal(v, value) for v in values)
+
+
+def schema_to_gbnf(schema: dict[str, Any] | bool | str, *, whitespace: str = "compact", strict: bool = True) -> str:
+    """Readable GBNF accepting exactly the JSON texts that validate against ``schema``.
+
+    ``schema`` is a dict (or boolean) or its JSON text. With ``strict=True`` anything that cannot
+    be enforced exactly raises :class:`~structspec.errors.SchemaError` (``.pointer``,
+    ``.keyword``); with ``strict=False`` it is approximated and one
+    :class:`~structspec.errors.SchemaRelaxedWarning` lists every approximation.
+    """
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as exc:
+            raise SchemaError(f"schema is not valid JSON: {exc}", "", "") from None
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError("a schema must be an object or a boolean", "", "")
+    return Converter(schema, whitespace, strict).convert()

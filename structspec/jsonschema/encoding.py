@@ -1,0 +1,125 @@
+"""How characters and JSON values are spelled inside the generated grammar.
+
+Two spellings of string characters:
+
+* *free* strings (no pattern, format or fixed value) accept every JSON spelling: raw
+  characters except ``"``, ``\\`` and controls, the short escapes ``\\" \\\\ \\/ \\b \\f \\n \\r
+  \\t``, ``\\uXXXX`` for any non-surrogate code unit, and ``\\uD8xx\\uDCxx`` surrogate pairs
+  (which count as one character, as they decode to one).
+* *constrained* strings accept each character in its canonical spelling, the one
+  ``json.dumps(..., ensure_ascii=False)`` writes: raw when JSON allows it, ``\\"``, ``\\\\``, the
+  short control escapes, else ``\\u00XX`` (either hex case). Every value keeps a spelling, and
+  every accepted spelling decodes to an allowed value, which keeps exclusions and overlaps
+  between patterns exact.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from structspec.regex_charset import CharSet
+from structspec.regex_expr import EMPTY, Chars, Expr, Lit, MaybeExpr, alt, chars, rep, seq
+
+QUOTE = Lit('"')
+CONTROLS = CharSet.of([(0, 0x1F)])
+_SHORT = {"\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t", '"': '"', "\\": "\\"}
+
+
+def hex_digit(value: int) -> Expr:
+    """A hex digit of ``value`` in either case."""
+    text = f"{value:x}"
+    return Lit(text) if text.isdigit() else Chars(CharSet.chars(text + text.upper()))
+
+
+def _hex_class(values: set[int]) -> MaybeExpr:
+    return alt(*(hex_digit(v) for v in sorted(values)))
+
+
+def canonical_char(charset: CharSet) -> MaybeExpr:
+    """The canonical JSON spellings of the characters of ``charset`` (see module doc)."""
+    raw = charset - CONTROLS - CharSet.chars('"\\')
+    short = "".join(_SHORT[c] for c in _SHORT if ord(c) in charset)
+    others: dict[int, set[int]] = {}
+    for lo, hi in (charset & CONTROLS).ranges:
+        for cp in range(lo, hi + 1):
+            if chr(cp) not in _SHORT:
+                others.setdefault(cp >> 4, set()).add(cp & 0xF)
+    escaped = alt(
+        chars(CharSet.chars(short)),
+        *(seq(Lit("u00"), hex_digit(high), _hex_class(lows)) for high, lows in others.items()),
+    )
+    return alt(chars(raw), seq(Lit("\\"), escaped) if escaped is not None else None)
+
+
+def json_string_literal(text: str) -> Expr:
+    """The canonical quoted spelling of ``text``."""
+    return seq(QUOTE, *(canonical_char(CharSet.chars(c)) for c in text), QUOTE) or EMPTY
+
+
+HEX = Chars(CharSet.chars("0123456789abcdefABCDEF"))
+
+
+def free_char() -> Expr:
+    """One character of an unconstrained JSON string, in any spelling."""
+    non_surrogate = alt(
+        seq(Chars(CharSet.chars("0123456789abcABCeEfF")), rep(HEX, 3, 3)),
+        seq(Chars(CharSet.chars("dD")), Chars(CharSet.chars("01234567")), rep(HEX, 2, 2)),
+    )
+    pair = seq(
+        Chars(CharSet.chars("dD")),
+        Chars(CharSet.chars("89abAB")),
+        rep(HEX, 2, 2),
+        Lit("\\u"),
+        Chars(CharSet.chars("dD")),
+        Chars(CharSet.chars("cdefCDEF")),
+        rep(HEX, 2, 2),
+    )
+    escape = alt(Chars(CharSet.chars('"\\/bfnrt')), seq(Lit("u"), alt(non_surrogate, pair)))
+    result = alt(chars(CharSet.of([(0x20, 0x10FFFF)]) - CharSet.chars('"\\')), seq(Lit("\\"), escape))
+    assert result is not None
+    return result
+
+
+def number_spellings(value: int | float) -> list[str]:
+    """Spellings of a JSON number that ``jsonschema`` treats as equal to ``value``."""
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return []
+    if isinstance(value, int) or value.is_integer():
+        whole = int(value)
+        return [str(whole), f"{whole}.0"]
+    return [json.dumps(value)]
+
+
+def json_value_expr(value: object, ws: MaybeExpr) -> Expr:
+    """An expression accepting the canonical spellings of the JSON value ``value``.
+
+    Object members keep their given order; numbers equal to an integer also accept the
+    ``.0`` spelling; ``ws`` (``None`` for compact output) goes where flexible layout allows.
+    """
+    gap = ws if ws is not None else EMPTY
+    if value is None or isinstance(value, bool):
+        return Lit(json.dumps(value))
+    if isinstance(value, (int, float)):
+        return alt(*(Lit(s) for s in number_spellings(value))) or Lit("null")
+    if isinstance(value, str):
+        return json_string_literal(value)
+    if isinstance(value, list):
+        if not value:
+            return seq(Lit("["), gap, Lit("]")) or EMPTY
+        parts: list[MaybeExpr] = [Lit("["), gap]
+        for i, item in enumerate(value):
+            if i:
+                parts += [gap, Lit(","), gap]
+            parts.append(json_value_expr(item, ws))
+        return seq(*parts, gap, Lit("]")) or EMPTY
+    if isinstance(value, dict):
+        if not value:
+            return seq(Lit("{"), gap, Lit("}")) or EMPTY
+        parts = [Lit("{"), gap]
+        for i, (key, item) in enumerate(value.items()):
+            if i:
+                parts += [gap, Lit(","), gap]
+            parts += [json_string_literal(key), gap, Lit(":"), gap, json_value_expr(item, ws)]
+        return seq(*parts, gap, Lit("}")) or EMPTY
+    raise TypeError(f"not a JSON value: {value!r}")

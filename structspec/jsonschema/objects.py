@@ -1,0 +1,269 @@
+"""Object values: declared properties in schema order, then any other members.
+
+Declared (and required) properties appear at most once, in the order the schema lists them,
+each optional one independently present or absent. Members not declared come after them;
+their names exclude the declared ones (so a duplicate key can never override a checked value)
+and are partitioned by which ``patternProperties`` they match, so each name gets exactly the
+value schemas JSON Schema applies to it. ``minProperties`` counts declared members exactly and
+undeclared ones as at most one (duplicates among them would be merged by a JSON parser);
+``maxProperties`` counts every member.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from typing import Any, Protocol
+
+from structspec.jsonschema.builder import GrammarBuilder, emit_graph
+from structspec.jsonschema.encoding import QUOTE, json_string_literal
+from structspec.jsonschema.facets import Facet
+from structspec.jsonschema.resolve import Loc
+from structspec.jsonschema.strings import StringSpec, encoder, string_automaton
+from structspec.regex import pattern_language
+from structspec.regex_automaton import (
+    DFA,
+    TooComplexError,
+    complement,
+    dfa_from_strings,
+    dfa_length,
+    emit_dfa,
+    intersect,
+    union,
+)
+from structspec.regex_charset import ANY
+from structspec.regex_expr import EMPTY, Lit, MaybeExpr, alt, rep, seq
+from structspec.regex_parse import RegexError
+
+MAX_PATTERNS = 6
+
+
+class ObjectHost(Protocol):
+    builder: GrammarBuilder
+    ws: MaybeExpr
+
+    def relax(self, pointer: str, keyword: str, message: str) -> None: ...
+
+    def is_valid(self, value: Any, loc: Loc) -> bool: ...
+
+    def value_rule(self, locs: list[Loc], name: str) -> MaybeExpr: ...
+
+    def name_spec(self, loc: Loc) -> tuple[list[str] | None, list[StringSpec]]: ...
+
+    def char_rule(self) -> Any: ...
+
+    def fresh(self, hint: str) -> str: ...
+
+    def define(self, name: str, expr: Any) -> None: ...
+
+
+def object_expr(host: ObjectHost, facets: list[Facet], name: str) -> MaybeExpr:
+    known: list[str] = []
+    required: list[str] = []
+    min_p, max_p = 0, None
+    for f in facets:
+        known += [k for k in (f.kw.get("properties") or {}) if k not in known]
+        required += [r for r in f.kw.get("required") or [] if isinstance(r, str) and r not in required]
+        if isinstance(f.kw.get("minProperties"), (int, float)):
+            min_p = max(min_p, math.ceil(f.kw["minProperties"]))
+        if isinstance(f.kw.get("maxProperties"), (int, float)):
+            high = int(f.kw["maxProperties"])
+            max_p = high if max_p is None else min(max_p, high)
+        if f.kw.get("unevaluatedProperties", True) is not True:
+            host.relax(
+                f.pointer("unevaluatedProperties"),
+                "unevaluatedProperties",
+                "unevaluatedProperties is not supported",
+            )
+    known += [r for r in required if r not in known]
+    name_locs = [f.sub("propertyNames") for f in facets if "propertyNames" in f.kw]
+    ws = host.ws if host.ws is not None else EMPTY
+    colon = seq(ws, Lit(":"), ws)
+    entries: list[tuple[MaybeExpr, bool]] = []
+    for key in known:
+        value: MaybeExpr = None
+        if all(host.is_valid(key, loc) for loc in name_locs):
+            locs = [loc for f in facets for loc in _member_locs(host, f, key)]
+            value = host.value_rule(locs, f"{name}-{key}")
+        if key in required and value is None:
+            return None
+        entries.append((seq(json_string_literal(key), colon, value), key in required))
+    extra = _extra_members(host, facets, known, name_locs, name, colon)
+    body = _members(host.builder, entries, extra, min_p, max_p, seq(ws, Lit(","), ws), name)
+    return seq(Lit("{"), ws, body, ws, Lit("}"))
+
+
+def _member_locs(host: ObjectHost, facet: Facet, key: str) -> list[Loc]:
+    """The subschemas ``facet`` applies to the member named ``key``."""
+    locs: list[Loc] = []
+    matched = False
+    if key in (facet.kw.get("properties") or {}):
+        locs.append(facet.sub("properties", key))
+        matched = True
+    for pattern in facet.kw.get("patternProperties") or {}:
+        try:
+            hit = re.search(pattern, key) is not None
+        except re.error as exc:
+            host.relax(facet.pointer("patternProperties", pattern), "patternProperties", str(exc))
+            continue
+        if hit:
+            locs.append(facet.sub("patternProperties", pattern))
+            matched = True
+    if not matched and "additionalProperties" in facet.kw:
+        locs.append(facet.sub("additionalProperties"))
+    return locs
+
+
+def _extra_members(
+    host: ObjectHost,
+    facets: list[Facet],
+    known: list[str],
+    name_locs: list[Loc],
+    name: str,
+    colon: MaybeExpr,
+) -> MaybeExpr:
+    """Members whose names are not declared, one branch per distinct value constraint."""
+    patterns: list[tuple[int, str]] = []
+    for i, f in enumerate(facets):
+        patterns += [(i, p) for p in f.kw.get("patternProperties") or {}]
+    if len(patterns) > MAX_PATTERNS:
+        pointer = facets[patterns[0][0]].pointer("patternProperties")
+        host.relax(pointer, "patternProperties", f"more than {MAX_PATTERNS} patternProperties")
+        patterns = patterns[:MAX_PATTERNS]
+    groups: dict[tuple[str, ...], list[frozenset[int]]] = {}
+    group_locs: dict[tuple[str, ...], list[Loc]] = {}
+    for size in range(len(patterns) + 1):
+        for subset in itertools.combinations(range(len(patterns)), size):
+            chosen = frozenset(subset)
+            locs = []
+            for i, f in enumerate(facets):
+                mine = [n for n in chosen if patterns[n][0] == i]
+                if mine:
+                    locs += [f.sub("patternProperties", patterns[n][1]) for n in mine]
+                elif "additionalProperties" in f.kw:
+                    locs.append(f.sub("additionalProperties"))
+            if any(loc.node is False for loc in locs):
+                continue
+            key = tuple(loc.pointer for loc in locs)
+            groups.setdefault(key, []).append(chosen)
+            group_locs[key] = locs
+    if not groups:
+        return None
+    try:
+        names_dfa = _names_dfa(host, name_locs)
+        branches: list[MaybeExpr] = []
+        every = len(groups) == 1
+        for index, (key, subsets) in enumerate(groups.items()):
+            keys = _key_language(host, patterns, subsets, every, names_dfa, known)
+            if keys is None or keys.empty:
+                continue
+            suffix = "additional" if not key else f"extra-{index + 1}"
+            value = host.value_rule(group_locs[key], f"{name}-{suffix}")
+            key_expr = host.builder.rule(f"{name}-{suffix}-key", _key_expr(host, keys, f"{name}-{suffix}-key"))
+            branches.append(seq(QUOTE, key_expr, QUOTE, colon, value))
+    except (TooComplexError, RegexError) as exc:
+        host.relax(facets[0].loc.pointer, "patternProperties", f"property names: {exc}")
+        return None
+    return host.builder.rule(f"{name}-member", alt(*branches))
+
+
+def _names_dfa(host: ObjectHost, name_locs: list[Loc]) -> DFA | None:
+    """The ``propertyNames`` constraint as one automaton (``None``: unconstrained)."""
+    result: DFA | None = None
+    for loc in name_locs:
+        finite, specs = host.name_spec(loc)
+        parts: list[DFA] = []
+        if finite is not None:
+            parts.append(dfa_from_strings(finite))
+        for spec in specs:
+            parts.append(string_automaton(spec))
+        if not parts:
+            return DFA((), ())
+        merged = parts[0]
+        for part in parts[1:]:
+            merged = union(merged, part)
+        result = merged if result is None else intersect(result, merged)
+    return result
+
+
+def _key_language(
+    host: ObjectHost,
+    patterns: list[tuple[int, str]],
+    subsets: list[frozenset[int]],
+    every: bool,
+    names: DFA | None,
+    known: list[str],
+) -> DFA | None:
+    if every:
+        dfa = names if names is not None else dfa_length(0, None)
+    else:
+        dfa = DFA((), ())
+        for chosen in subsets:
+            part = dfa_length(0, None)
+            for n, (_, pattern) in enumerate(patterns):
+                lang = pattern_language(pattern).dfa()
+                part = intersect(part, lang if n in chosen else complement(lang))
+            dfa = union(dfa, part)
+        if names is not None:
+            dfa = intersect(dfa, names)
+    if known:
+        dfa = intersect(dfa, complement(dfa_from_strings(known)))
+    return dfa
+
+
+def _key_expr(host: ObjectHost, keys: DFA, base: str) -> MaybeExpr:
+    if len(keys.accept) == 1 and keys.accept[0] and len(keys.edges[0]) == 1:
+        charset, _ = keys.edges[0][0]
+        if charset == ANY:
+            return rep(host.char_rule(), 0, None)
+    return emit_dfa(keys, encoder(host), host, base)
+
+
+def _members(
+    builder: GrammarBuilder,
+    entries: list[tuple[MaybeExpr, bool]],
+    extra: MaybeExpr,
+    min_p: int,
+    max_p: int | None,
+    sep: MaybeExpr,
+    name: str,
+) -> MaybeExpr:
+    """Comma-separated members: entries in order (each optional unless required), then any
+    number of extra members, with the member count kept within ``[min_p, max_p]``."""
+    cap = max_p if max_p is not None else max(min_p, 1)
+    n = len(entries)
+    edges: dict[object, list[tuple[MaybeExpr, object]]] = {}
+    accept: set[object] = set()
+    start = (0, 0)
+    todo = [start]
+    seen = {start}
+
+    def go(state: object, label: MaybeExpr, target: object) -> None:
+        edges.setdefault(state, []).append((label, target))
+        if target not in seen:
+            seen.add(target)
+            todo.append(target)
+
+    end = ("end",)
+    while todo:
+        state = todo.pop()
+        edges.setdefault(state, [])
+        if state == end:
+            accept.add(end)
+            continue
+        i, c = state  # type: ignore[misc]
+        lead = sep if c else EMPTY
+        if i < n:
+            member, needed = entries[i]
+            if member is not None and (max_p is None or c < max_p):
+                go(state, seq(lead, member), (i + 1, min(c + 1, cap)))
+            if not needed:
+                go(state, EMPTY, (i + 1, c))
+            continue
+        if c >= min_p:
+            accept.add(state)
+        if extra is not None and (max_p is None or c < max_p) and c + 1 >= min_p:
+            limit = None if max_p is None else max_p - c - 1
+            go(state, seq(lead, extra, rep(seq(sep, extra), 0, limit)), end)
+    return emit_graph(edges, accept, start, builder, f"{name}-rest")

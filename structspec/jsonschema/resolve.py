@@ -1,0 +1,148 @@
+"""Schema documents: which draft they follow, and where each ``$ref`` lands.
+
+Every embedded resource (``$id``) and anchor (``$anchor``, plain-name ``$id: "#a"``,
+``$dynamicAnchor``) of the document is indexed up front, so references resolve without any
+network access. A reference to anything outside the document is a :class:`SchemaError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urldefrag, urljoin
+
+from structspec.errors import SchemaError
+
+DEFAULT_BASE = "https://structspec.invalid/schema.json"
+
+# keywords whose value is a map of subschemas / a list of subschemas
+MAP_KEYWORDS = {
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "dependencies",
+}
+LIST_KEYWORDS = {"allOf", "anyOf", "oneOf", "prefixItems", "items"}
+
+
+def detect_draft(schema: Any) -> int:
+    """4, 6, 7, 2019 or 2020 from ``$schema`` (2020 when absent or unknown)."""
+    uri = schema.get("$schema", "") if isinstance(schema, dict) else ""
+    for marker, draft in (
+        ("draft-03", 4),
+        ("draft-04", 4),
+        ("draft-06", 6),
+        ("draft-07", 7),
+        ("2019-09", 2019),
+        ("2020-12", 2020),
+    ):
+        if marker in uri:
+            return draft
+    return 2020
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A schema node, the JSON pointer that reaches it, and its base URI."""
+
+    node: Any
+    pointer: str
+    base: str
+
+    def child(self, *path: str | int) -> Loc:
+        """The subschema at ``path`` below this node (its ``$id`` applied)."""
+        node = self.node
+        for step in path:
+            node = node[step]
+        pointer = self.pointer + "".join("/" + escape_pointer(str(step)) for step in path)
+        return Loc(node, pointer, rebase(self.base, node))
+
+
+def escape_pointer(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def rebase(base: str, node: Any) -> str:
+    """The base URI inside ``node``."""
+    if isinstance(node, dict):
+        ident = node.get("$id")
+        if isinstance(ident, str) and not ident.startswith("#"):
+            return urldefrag(urljoin(base, ident))[0]
+    return base
+
+
+class Document:
+    """Index of the resources and anchors of one schema document."""
+
+    def __init__(self, schema: Any) -> None:
+        self.draft = detect_draft(schema)
+        self.root = Loc(schema, "", rebase(DEFAULT_BASE, schema))
+        self.resources: dict[str, Loc] = {}
+        self.anchors: dict[str, Loc] = {}
+        self.dynamic: dict[str, list[Loc]] = {}
+        self._index(self.root)
+
+    def _index(self, loc: Loc) -> None:
+        stack = [loc]
+        while stack:
+            here = stack.pop()
+            node = here.node
+            if not isinstance(node, dict):
+                continue
+            if "$id" in node or here is loc:
+                self.resources.setdefault(here.base, here)
+            ident = node.get("$id")
+            if isinstance(ident, str) and ident.startswith("#") and len(ident) > 1:
+                self.anchors.setdefault(f"{here.base}#{ident[1:]}", here)
+            for key in ("$anchor", "$dynamicAnchor"):
+                name = node.get(key)
+                if isinstance(name, str):
+                    self.anchors.setdefault(f"{here.base}#{name}", here)
+                    if key == "$dynamicAnchor":
+                        self.dynamic.setdefault(name, []).append(here)
+            stack.extend(_children(here))
+
+    def resolve(self, ref: str, at: Loc, keyword: str = "$ref") -> Loc:
+        """The node ``ref`` (found in the node ``at``) points to."""
+        target = urljoin(at.base, ref)
+        uri, fragment = urldefrag(target)
+        where = at.pointer + "/" + keyword
+        doc = self.resources.get(uri)
+        if doc is None:
+            raise SchemaError(f"reference {ref!r} leaves the document (not supported)", where, keyword)
+        if not fragment:
+            return doc
+        if not fragment.startswith("/"):
+            found = self.anchors.get(f"{uri}#{fragment}")
+            if found is None:
+                raise SchemaError(f"reference {ref!r}: no such anchor", where, keyword)
+            return found
+        loc = doc
+        for raw in fragment.split("/")[1:]:
+            token = unquote(raw).replace("~1", "/").replace("~0", "~")
+            node = loc.node
+            if isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                loc = loc.child(int(token))
+            elif isinstance(node, dict) and token in node:
+                loc = loc.child(token)
+            else:
+                raise SchemaError(f"reference {ref!r} points nowhere", where, keyword)
+        return loc
+
+
+def _children(loc: Loc) -> list[Loc]:
+    node = loc.node
+    out: list[Loc] = []
+    for key, value in node.items():
+        if key in ("enum", "const", "examples", "default"):
+            continue
+        if isinstance(value, dict):
+            if key in MAP_KEYWORDS:
+                out += [loc.child(key, name) for name, sub in value.items() if isinstance(sub, dict)]
+            else:
+                out.append(loc.child(key))
+        elif isinstance(value, list) and key in LIST_KEYWORDS:
+            out += [loc.child(key, i) for i, sub in enumerate(value) if isinstance(sub, dict)]
+    return out

@@ -1,0 +1,191 @@
+"""String values: length, ``pattern``, ``format`` and exclusions as one regular language.
+
+The common cases stay readable expressions (a free string, one pattern, one pattern whose
+only variable part absorbs the length bounds); anything needing intersection, complement or
+counting goes through a DFA and comes out as right-linear rules. Characters are spelled as
+described in :mod:`structspec.jsonschema.encoding`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from structspec.jsonschema.builder import GrammarBuilder
+from structspec.jsonschema.encoding import CONTROLS, QUOTE, canonical_char
+from structspec.jsonschema.facets import Facet
+from structspec.jsonschema.formats import UNSUPPORTED, format_regex
+from structspec.regex import PatternLanguage, pattern_language, single_repeat
+from structspec.regex_automaton import (
+    DFA,
+    RuleSink,
+    TooComplexError,
+    dfa_from_strings,
+    dfa_length,
+    difference,
+    emit_dfa,
+    intersect,
+    length_bounds,
+)
+from structspec.regex_charset import ANY, CharSet
+from structspec.regex_expr import EMPTY, Expr, MaybeExpr, Ref, alt, chars, length_range, map_chars, rep, seq
+from structspec.regex_parse import RegexError
+
+
+@dataclass
+class StringSpec:
+    """Everything constraining one string (value or property name)."""
+
+    min_len: int = 0
+    max_len: int | None = None
+    patterns: list[tuple[str, str]] = field(default_factory=list)  # (regex, pointer)
+    formats: list[tuple[str, str]] = field(default_factory=list)  # (name, pointer)
+    excluded: set[str] = field(default_factory=set)
+    negated: list[tuple[str, str]] = field(default_factory=list)  # (regex, pointer)
+
+    def free(self) -> bool:
+        return not (self.patterns or self.formats or self.excluded or self.negated)
+
+
+class StringHost(RuleSink, Protocol):
+    """What the string emitter needs from the converter."""
+
+    builder: GrammarBuilder
+
+    def relax(self, pointer: str, keyword: str, message: str) -> None: ...
+
+    def char_rule(self) -> Ref: ...
+
+
+def spec_from_facets(facets: list[Facet], relax: Callable[[str, str, str], None]) -> StringSpec:
+    spec = StringSpec()
+    for f in facets:
+        kw = f.kw
+        if _count(kw.get("minLength")) is not None:
+            spec.min_len = max(spec.min_len, _count(kw["minLength"]) or 0)
+        high = _count(kw.get("maxLength"))
+        if high is not None:
+            spec.max_len = high if spec.max_len is None else min(spec.max_len, high)
+        if isinstance(kw.get("pattern"), str):
+            spec.patterns.append((kw["pattern"], f.pointer("pattern")))
+        name = kw.get("format")
+        if isinstance(name, str):
+            if format_regex(name) is not None:
+                spec.formats.append((name, f.pointer("format")))
+            elif name in UNSUPPORTED:
+                relax(f.pointer("format"), "format", f"format {name!r} is not supported")
+        spec.excluded |= {v for v in kw.get("~not-enum", ()) if isinstance(v, str)}
+        spec.negated += [(p, f.pointer("pattern")) for p in kw.get("~not-pattern", ())]
+    return spec
+
+
+def _count(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return int(value) if float(value).is_integer() else int(value) + 1
+
+
+_ESCAPED = CONTROLS | CharSet.chars('"\\')
+
+
+def encoder(host: StringHost) -> Callable[[CharSet], MaybeExpr]:
+    """Canonical spelling per character set, with shared rules for "any character" and for
+    "any canonical escape" (so big classes stay short)."""
+
+    def encode(charset: CharSet) -> MaybeExpr:
+        if charset == ANY:
+            return host.char_rule()
+        if (charset & _ESCAPED) == _ESCAPED:
+            escape = host.builder.helper("escape", lambda: canonical_char(_ESCAPED) or EMPTY)
+            return alt(chars(charset - _ESCAPED), escape)
+        return canonical_char(charset)
+
+    return encode
+
+
+def string_expr(host: StringHost, spec: StringSpec, name: str) -> MaybeExpr:
+    """The quoted string grammar for ``spec``; ``None`` when no string qualifies."""
+    content = string_content(host, spec, name)
+    return None if content is None else seq(QUOTE, content, QUOTE)
+
+
+def string_content(host: StringHost, spec: StringSpec, name: str) -> MaybeExpr:
+    """The (already JSON-spelled) content between the quotes."""
+    low, high = spec.min_len, spec.max_len
+    if high is not None and high < low:
+        return None
+    if spec.free():
+        return rep(host.char_rule(), low, high)
+    try:
+        languages = _languages(spec)
+    except RegexError as exc:
+        pointer = next(p for _, p in spec.patterns + spec.formats + spec.negated)
+        host.relax(pointer, "pattern", str(exc))
+        return rep(host.char_rule(), low, high)
+    if any(lang.empty for lang in languages):
+        return None
+    direct = _direct(languages, spec)
+    if direct is not None:
+        if len(spec.formats) == 1 and not spec.patterns and direct is languages[0].expr:
+            fmt = spec.formats[0][0]
+            return host.builder.helper(f"{fmt}-format", lambda: map_chars(direct, encoder(host)) or EMPTY)
+        return map_chars(direct, encoder(host))
+    try:
+        dfa = string_automaton(spec, languages)
+    except TooComplexError as exc:
+        pointer = (spec.patterns + spec.formats + spec.negated + [("", "")])[0][1]
+        host.relax(pointer, "pattern", f"{exc} (combined with other string constraints)")
+        return rep(host.char_rule(), low, high)
+    return emit_dfa(dfa, encoder(host), host, f"{name}-s")
+
+
+def _languages(spec: StringSpec) -> list[PatternLanguage]:
+    out = [pattern_language(p) for p, _ in spec.patterns]
+    for fmt, _ in spec.formats:
+        regex = format_regex(fmt)
+        assert regex is not None
+        out.append(pattern_language(regex, search=False))
+    return out
+
+
+def _direct(languages: list[PatternLanguage], spec: StringSpec) -> MaybeExpr:
+    """An expression when one language with no exclusions suffices; else ``None``."""
+    if len(languages) != 1 or spec.excluded or spec.negated or languages[0].expr is None:
+        return None
+    expr: Expr = languages[0].expr
+    low, high = spec.min_len, spec.max_len
+    have_low, have_high = length_range(expr)
+    if have_low >= low and (high is None or (have_high is not None and have_high <= high)):
+        return expr
+    shape = single_repeat(expr)
+    if shape is None:
+        return None
+    prefix, fixed, charset, r_low, r_high, suffix = shape
+    new_low = max(r_low, low - fixed)
+    new_high = r_high if high is None else (high - fixed if r_high is None else min(r_high, high - fixed))
+    if new_high is not None and new_high < new_low:
+        return None
+    return seq(*prefix, rep(chars(charset), new_low, new_high), *suffix)
+
+
+def string_automaton(spec: StringSpec, languages: list[PatternLanguage] | None = None) -> DFA:
+    """The whole of ``spec`` as one automaton over decoded characters."""
+    if languages is None:
+        languages = _languages(spec)
+    dfa: DFA | None = None
+    for lang in languages:
+        dfa = lang.dfa() if dfa is None else intersect(dfa, lang.dfa())
+    low, high = spec.min_len, spec.max_len
+    if dfa is None:
+        dfa = dfa_length(low, high)
+    elif low > 0 or high is not None:
+        if not dfa.empty:
+            have_low, have_high = length_bounds(dfa)
+            if have_low < low or (high is not None and (have_high is None or have_high > high)):
+                dfa = intersect(dfa, dfa_length(low, high))
+    if spec.excluded:
+        dfa = difference(dfa, dfa_from_strings(spec.excluded))
+    for pattern, _ in spec.negated:
+        dfa = difference(dfa, pattern_language(pattern).dfa())
+    return dfa

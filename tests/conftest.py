@@ -1,0 +1,31 @@
+"""Shared test helpers: where the shared assets live, skipping cleanly when they are absent.
+
+Assets (real tokenizers, schema suites, a tiny model) are found through the environment
+variable ``STRUCTSPEC_ASSETS``, defaulting to ``<repo>/../shared/assets``. Import the helpers
+with ``from conftest import assets_dir, tokenizer_dir``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def assets_dir() -> Path:
+    """The shared assets folder; skips the calling test when it is absent."""
+    path = Path(os.environ.get("STRUCTSPEC_ASSETS", REPO.parent / "shared" / "assets"))
+    if not path.is_dir():
+        pytest.skip(f"shared assets not found at {path} (set STRUCTSPEC_ASSETS)")
+    return path
+
+
+def tokenizer_dir(name: str) -> Path:
+    """The folder of tokenizer ``name`` (e.g. ``llama3``); skips when it is absent."""
+    path = assets_dir() / "tokenizers" / name
+    if not (path / "tokenizer.json").is_file():
+        pytest.skip(f"tokenizer {name!r} not found at {path}")
+    return path
