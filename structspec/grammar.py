@@ -21,7 +21,7 @@ class Grammar:
     :class:`~structspec.parse_state.ParseState` of this grammar refers to it without copying.
     """
 
-    __slots__ = ("_root", "_rules", "_ruleset", "_source")
+    __slots__ = ("__weakref__", "_root", "_rules", "_ruleset", "_source")
 
     def __init__(self, rules: Mapping[str, Rule], root: str, ruleset: RuleSet, source: str) -> None:
         self._rules = MappingProxyType(dict(rules))

@@ -230,3 +230,11 @@ class ParseState:
             out.append(b)
             state = state.advance_byte(b)
         return bytes(out)
+
+
+def union(a: ParseState | None, b: ParseState | None) -> ParseState | None:
+    """The state reached by either of two alternatives from the same state."""
+    if a is None or b is None:
+        return a or b
+    heads, accepting = close(a.rules, [*a.heads, *b.heads])
+    return ParseState(a.rules, heads, accepting or a.accepting or b.accepting)

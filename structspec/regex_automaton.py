@@ -239,7 +239,7 @@ def intersect(a: DFA, b: DFA) -> DFA:
 def complement(a: DFA) -> DFA:
     """Strings ``a`` rejects."""
     if a.empty:
-        return DFA(((ANY, 0),), (True,))
+        return DFA((((ANY, 0),),), (True,))
     dead = len(a.accept)
     edges = []
     for out in a.edges:

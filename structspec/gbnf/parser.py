@@ -44,10 +44,15 @@ class _Abort(Exception):
 
 @dataclass(frozen=True)
 class ParsedGrammar:
-    """The rules in source order (duplicates kept, for the linter) and the problems found."""
+    """The rules in source order (duplicates kept, for the linter) and the problems found.
+
+    ``failed_rules`` names the rules dropped because of a syntax error in their definition,
+    so that the linter does not also report references to them as undefined.
+    """
 
     rules: tuple[Rule, ...]
     diagnostics: tuple[Diagnostic, ...]
+    failed_rules: tuple[str, ...] = ()
 
 
 def parse_gbnf(source: str) -> ParsedGrammar:
@@ -61,6 +66,7 @@ class _Parser:
         self.pos = 0
         self.depth = 0  # parenthesis nesting; newlines are insignificant when > 0
         self.diagnostics: list[Diagnostic] = []
+        self.rule_name: str | None = None  # the rule being parsed, once its name is read
         self.line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", source)]
 
     # -- positions and errors ------------------------------------------------------------
@@ -120,20 +126,24 @@ class _Parser:
     # -- grammar -----------------------------------------------------------------------------
     def parse(self) -> ParsedGrammar:
         rules: list[Rule] = []
+        failed: list[str] = []
         self.skip_space(newlines=True)
         while self.pos < len(self.src):
             start = self.pos
+            self.rule_name = None
             try:
                 rules.append(self.parse_rule())
             except _Abort:
+                if self.rule_name is not None:
+                    failed.append(self.rule_name)
                 self.depth = 0
                 self.recover(start)
             self.skip_space(newlines=True)
-        return ParsedGrammar(tuple(rules), tuple(self.diagnostics))
+        return ParsedGrammar(tuple(rules), tuple(self.diagnostics), tuple(failed))
 
     def recover(self, start: int) -> None:
         """Skip to the next line that starts a rule definition."""
-        line_index = self.where(max(start, self.pos))[0]
+        line_index = self.where(start)[0]  # the next rule start after this rule's first line
         for begin in self.line_starts[line_index:]:
             if _RULE_START.match(self.src, begin):
                 self.pos = begin
@@ -142,7 +152,7 @@ class _Parser:
 
     def parse_rule(self) -> Rule:
         line, column = self.where()
-        name = self.parse_name("a rule name")
+        name = self.rule_name = self.parse_name("a rule name")
         self.skip_space(newlines=False)
         if not self.src.startswith("::=", self.pos):
             raise self.fail("E001", f"expected '::=' after rule name {name!r}, found {self.describe_here()}")
@@ -181,8 +191,10 @@ class _Parser:
             ch = self.peek()
             if not ch or ch in "|)\r\n":
                 break
-            if _RULE_START.match(self.src, self.pos) and self.depth == 0:
-                raise self.fail("E001", "a new rule must start on its own line")
+            if _RULE_START.match(self.src, self.pos):
+                if self.depth == 0:
+                    raise self.fail("E001", "a new rule must start on its own line")
+                break  # a rule definition inside '(': the group was never closed
             items.append(self.parse_postfix(self.parse_primary()))
         if len(items) == 1:
             return items[0]
@@ -322,7 +334,7 @@ class _Parser:
             item_pos = self.pos
             low = ord(self.parse_char())
             high = low
-            if self.peek() == "-" and self.peek(1) not in ("]", ""):
+            if self.peek() == "-" and self.peek(1) not in ("]", "", "\r", "\n"):
                 self.pos += 1
                 high = ord(self.parse_char())
                 if high < low:

@@ -17,6 +17,7 @@ from structspec.jsonschema.resolve import Loc
 from structspec.regex_expr import EMPTY, Lit, MaybeExpr, alt, opt, rep, seq
 
 MAX_UNIQUE_VALUES = 8
+MAX_STATES = 4096
 
 
 class ArrayHost(Protocol):
@@ -61,9 +62,7 @@ def array_expr(host: ArrayHost, facets: list[Facet], name: str) -> MaybeExpr:
         items = [host.value_rule(_position_locs(facets, i), f"{name}-{i}") for i in range(prefix_len)]
         rest = host.value_rule(rest_locs, f"{name}-items")
         body = _sequence(items, rest, min_i, max_i, sep)
-    if body is None and min_i > 0:
-        return None
-    return seq(Lit("["), ws, body if body is not None else EMPTY, ws, Lit("]"))
+    return seq(Lit("["), ws, body, ws, Lit("]"))
 
 
 def _position_locs(facets: list[Facet], i: int) -> list[Loc]:
@@ -105,36 +104,60 @@ def _sequence(items: list[MaybeExpr], rest: MaybeExpr, min_i: int, max_i: int | 
     return opt(body) if min_i == 0 else body
 
 
-def _contains(
-    host: ArrayHost,
-    contains: list[Facet],
-    prefix_len: int,
-    rest_locs: list[Loc],
-    min_i: int,
-    max_i: int | None,
-    sep: MaybeExpr,
-    name: str,
-) -> MaybeExpr:
+def _contains(host: ArrayHost, contains: list[Facet], prefix_len: int, rest_locs: list[Loc],
+              min_i: int, max_i: int | None, sep: MaybeExpr, name: str) -> MaybeExpr:
+    """Arrays with between ``minContains`` and ``maxContains`` items matching ``contains``:
+    a graph over (matches so far, items so far)."""
     facet = contains[0]
-    pointer = facet.pointer("contains")
-    need = 1
-    for f in contains:
-        low = f.kw.get("minContains", 1)
-        need = max(need, low if isinstance(low, int) else 1)
-        if "maxContains" in f.kw:
-            host.relax(f.pointer("maxContains"), "maxContains", "maxContains is not supported")
-    if len(contains) > 1 or prefix_len or min_i > need or max_i is not None:
-        host.relax(pointer, "contains", "contains combined with positional items or counts")
-    if need == 0:
-        return _sequence([], host.value_rule(rest_locs, f"{name}-items"), min_i, max_i, sep)
+    if len(contains) > 1 or prefix_len:
+        host.relax(facet.pointer("contains"), "contains",
+                   "several contains, or contains with positional items")
+    low = _whole(facet.kw.get("minContains"), 1)
+    high = facet.kw.get("maxContains")
+    high = None if high is None else _whole(high, 0)
     any_item = host.value_rule(rest_locs, f"{name}-items")
-    match = host.value_rule(rest_locs + [facet.sub("contains")], f"{name}-contains")
-    if match is None:
-        return None
-    lead = rep(seq(any_item, sep), 0, None) if any_item is not None else EMPTY
-    middle = rep(seq(sep, lead, match), need - 1, need - 1)
-    trail = rep(seq(sep, any_item), 0, None) if any_item is not None else EMPTY
-    return seq(lead, match, middle, trail)
+    if low == 0 and high is None:
+        return _sequence([], any_item, min_i, max_i, sep)
+    target = facet.sub("contains")
+    match = host.value_rule([*rest_locs, target], f"{name}-contains")
+    other = any_item
+    if high is not None:
+        negated = Loc({"not": target.node}, target.pointer, target.base)
+        other = host.value_rule([*rest_locs, negated], f"{name}-other")
+    count_cap = high if high is not None else low
+    length_cap = max_i if max_i is not None else max(min_i, 1)
+    if (count_cap + 1) * (length_cap + 1) > MAX_STATES:
+        host.relax(facet.pointer("contains"), "contains", "contains counts too large to track")
+    edges: dict[object, list[tuple[MaybeExpr, object]]] = {}
+    accept: set[object] = set()
+    todo: list[tuple[int, int]] = [(0, 0)]
+    seen = {(0, 0)}
+    while todo:
+        c, n = todo.pop()
+        out: list[tuple[MaybeExpr, object]] = []
+        if c >= low and n >= min_i:
+            accept.add((c, n))
+        if max_i is None or n < max_i:
+            lead = sep if n else EMPTY
+            grown = n + 1 if max_i is not None else min(n + 1, length_cap)
+            moves = [(other, c)]
+            if high is None or c < high:
+                moves.append((match, c + 1 if high is not None else min(c + 1, count_cap)))
+            for item, nc in moves:
+                if item is None:
+                    continue
+                out.append((seq(lead, item), (nc, grown)))
+                if (nc, grown) not in seen:
+                    seen.add((nc, grown))
+                    todo.append((nc, grown))
+        edges[(c, n)] = out
+    return emit_graph(edges, accept, (0, 0), host.builder, f"{name}-contains-state")
+
+
+def _whole(value: object, default: int) -> int:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer():
+        return int(value)
+    return default
 
 
 def _unique(

@@ -158,9 +158,15 @@ def emit_graph(
         for target in targets:
             if target != state:
                 indegree[target] = indegree.get(target, 0) + 1
-    named = [s for s in merged if indegree.get(s, 0) >= 2 or (s == start and indegree.get(s, 0))]
+    named = [
+        s
+        for s in merged
+        if (indegree.get(s, 0) >= 2 and merged[s]) or (s == start and indegree.get(s, 0))
+    ]
     names = {s: sink.fresh(f"{base}-{i + 1}") for i, s in enumerate(named)}
-    bodies: dict[object, MaybeExpr] = {}
+    bodies: dict[object, MaybeExpr] = {
+        s: (Lit("") if s in accept else None) for s, targets in merged.items() if not targets
+    }
     order: list[object] = []
     seen = {start, *names}
     stack = [start, *names]
@@ -172,6 +178,8 @@ def emit_graph(
                 seen.add(target)
                 stack.append(target)
     for state in reversed(order):
+        if not merged.get(state) and state not in names:
+            continue
         loop = None
         branches: list[MaybeExpr] = [Lit("")] if state in accept else []
         for target, label in merged.get(state, {}).items():

@@ -235,6 +235,18 @@ def fraction_bounds(lower: list[Bound], upper: list[Bound]) -> tuple[Fraction | 
     return lo, hi
 
 
+def rounding_interval(value: int | float) -> tuple[Fraction, Fraction] | None:
+    """Decimals (multiples of ``10**-FRAC_DIGITS``) that may round to the double equal to
+    ``value``, widened outward; ``None`` when no double equals ``value``."""
+    f = _to_float(value)
+    if f is None or math.isinf(f) or Fraction(f) != Fraction(value):
+        return None
+    scale = 10**FRAC_DIGITS
+    below = (Fraction(math.nextafter(f, -math.inf)) + Fraction(f)) / 2
+    above = (Fraction(math.nextafter(f, math.inf)) + Fraction(f)) / 2
+    return Fraction(math.floor(below * scale), scale), Fraction(math.ceil(above * scale), scale)
+
+
 def _nice_threshold(value: int | float) -> Fraction | None:
     """The short decimal of a bound that is exactly a double, if it fits FRAC_DIGITS."""
     f = _to_float(value)

@@ -28,6 +28,7 @@ from structspec.jsonschema.numbers import (
     integer_multiples,
     integer_range,
     non_integral,
+    rounding_interval,
 )
 from structspec.jsonschema.resolve import Loc
 from structspec.regex_automaton import (
@@ -36,6 +37,7 @@ from structspec.regex_automaton import (
     dfa_from_strings,
     difference,
     emit_dfa,
+    intersect,
 )
 from structspec.regex_expr import Expr, Lit, MaybeExpr, Ref, alt, chars, opt, rep, seq
 
@@ -138,32 +140,38 @@ def _listed_integers(
     return [str(i) for i in range(low, high + 1) if all(host.is_valid(i, f.loc) for _, f in divisors)]
 
 
-def _fractions(
-    host: NumberHost,
-    facets: list[Facet],
-    types: frozenset[str],
-    lower: list[Bound],
-    upper: list[Bound],
-    divisors: list[tuple[int | float, Facet]],
-    excluded: list[int | float],
-    name: str,
-) -> MaybeExpr:
+def _fractions(host: NumberHost, facets: list[Facet], types: frozenset[str], lower: list[Bound],
+               upper: list[Bound], divisors: list[tuple[int | float, Facet]],
+               excluded: list[int | float], name: str) -> MaybeExpr:
+    """Spellings with a fraction part (and, when unbounded, an exponent)."""
     pointer = facets[0].loc.pointer
-    if excluded:
-        host.relax(pointer, "not", "cannot exclude specific non-integer numbers")
     if divisors:
+        if all(float(d).is_integer() for d, _ in divisors):
+            return None  # multiples of an integer are integers: spelled as integers
         return _listed_fractions(host, facets, lower, upper, divisors, name)
-    if "integer" not in types:
-        if lower or upper:
-            host.relax(pointer, "type", "bounds on numbers that must not be integers")
-        return non_integral()
-    if not (lower or upper):
-        return seq(integer_range(None, None), opt(seq(Lit("."), rep(DIGIT, 1, FRAC_DIGITS))), exponent())
-    bounds = fraction_bounds(lower, upper)
+    bounds = fraction_bounds(lower, upper) if lower or upper else (None, None)
     if bounds is None:
         host.relax(pointer, "minimum", "bound beyond the range of doubles")
         return None
-    return decimal_range(*bounds)
+    if "integer" in types and not (lower or upper or excluded):
+        return seq(integer_range(None, None), opt(seq(Lit("."), rep(DIGIT, 1, FRAC_DIGITS))), exponent())
+    expr = decimal_range(*bounds)
+    if expr is None:
+        return None
+    if "integer" in types and not excluded:
+        return expr
+    try:
+        dfa = dfa_from_regex(expr, search=False)
+        if "integer" not in types:
+            dfa = intersect(dfa, dfa_from_regex(non_integral(), search=False))
+        for value in excluded:
+            around = rounding_interval(value)
+            if around is not None:
+                dfa = difference(dfa, dfa_from_regex(decimal_range(*around), search=False))
+    except TooComplexError as exc:
+        host.relax(pointer, "not", str(exc))
+        return expr
+    return emit_dfa(dfa, chars, host, f"{name}-frac")
 
 
 def _listed_fractions(

@@ -153,7 +153,7 @@ def _extra_members(
     try:
         names_dfa = _names_dfa(host, name_locs)
         branches: list[MaybeExpr] = []
-        every = len(groups) == 1
+        every = len(groups) == 1 and len(next(iter(groups.values()))) == 2 ** len(patterns)
         for index, (key, subsets) in enumerate(groups.items()):
             keys = _key_language(host, patterns, subsets, every, names_dfa, known)
             if keys is None or keys.empty:

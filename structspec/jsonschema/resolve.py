@@ -106,7 +106,7 @@ class Document:
 
     def resolve(self, ref: str, at: Loc, keyword: str = "$ref") -> Loc:
         """The node ``ref`` (found in the node ``at``) points to."""
-        target = urljoin(at.base, ref)
+        target = at.base + ref if ref.startswith("#") else urljoin(at.base, ref)
         uri, fragment = urldefrag(target)
         where = at.pointer + "/" + keyword
         doc = self.resources.get(uri)

@@ -1,0 +1,289 @@
+"""Token masks: which vocabulary tokens may come next from a parse state.
+
+Design (the hot path; see docs/masks.md for the measurements behind it):
+
+* A parse state is a set of stacks; the tokens allowed from one stack depend mostly on its
+  top automaton state ``q``. For each ``q`` that generation reaches we compute, once and
+  lazily, a :class:`LocalMask`: the tokens accepted while the stack never pops below the
+  frame of ``q`` (*context-independent*), and the few tokens that reach the end of ``q``'s
+  rule with bytes left, with the offset where they do (*context-dependent*). The first part
+  is a vectorized run of ``q``'s automaton over the whole vocabulary at once (numpy, one step
+  per byte position over the still-alive tokens); only tokens that reach a state with rule
+  references or a possible rule end are walked one by one through real parse stacks.
+* At run time the mask of a state is the OR of its stacks' context-independent words plus a
+  check of the context-dependent tokens against the stack below (a real ``advance``).
+* Whole-state masks are cached by parse state (stacks are hash-consed by structure), so
+  the common case -- the same configuration token after token, e.g. inside a string -- is a
+  dictionary hit.
+
+Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from weakref import WeakKeyDictionary
+
+import numpy as np
+
+from structspec.errors import GrammarError
+from structspec.gbnf.ast import TokenRef
+from structspec.grammar import Grammar
+from structspec.parse_state import Frame, ParseState, close, union
+from structspec.vocab import Vocabulary
+
+STATE_CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class LocalMask:
+    """Tokens allowed from a stack topped by one automaton state, below-frame aside."""
+
+    words: np.ndarray  # uint32 [n_words]: accepted without leaving the frame
+    pending_ids: np.ndarray  # int32: tokens that leave the frame with bytes left ...
+    pending_offsets: np.ndarray  # int32: ... after this many bytes
+
+
+@dataclass(frozen=True)
+class _TokenRefSet:
+    ids: frozenset[int]
+    negated: bool
+
+    def matches(self, token_id: int) -> bool:
+        return (token_id in self.ids) != self.negated
+
+
+class CompiledGrammar:
+    """A grammar bound to a vocabulary: the immutable, shared part of constrained decoding.
+
+    Thread-safe and meant to be reused across sequences and requests; create matchers with
+    :meth:`matcher`. Caches fill lazily, so the first mask comes fast.
+    """
+
+    def __init__(self, grammar: Grammar, vocabulary: Vocabulary) -> None:
+        self.grammar = grammar
+        self.vocabulary = vocabulary
+        self.rules = grammar.ruleset
+        self.n_words = (vocabulary.size + 31) // 32
+        self._token_refs = tuple(_resolve(ref, vocabulary, grammar.source) for ref in self.rules.token_refs)
+        self._eos_words = _words_of(vocabulary.eos_ids, self.n_words)
+        self._local: dict[int, LocalMask] = {}
+        self._states: OrderedDict[ParseState, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self._slow = np.array(
+            [bool(self.rules.refs[q]) or self.rules.final[q] for q in range(self.rules.n_states)], dtype=bool
+        )
+        lengths = vocabulary.lengths
+        first = vocabulary.byte_matrix[:, 0] if len(lengths) else np.zeros(0, np.uint8)
+        bounds = np.searchsorted(first, np.arange(257))
+        self._first_byte_rows = [(int(bounds[b]), int(bounds[b + 1])) for b in range(256)]
+
+    def matcher(self):
+        """A fresh :class:`~structspec.matcher.Matcher` at the start of the grammar."""
+        from structspec.matcher import Matcher
+
+        return Matcher(self)
+
+    # -- masks -------------------------------------------------------------------------------
+    def mask_words(self, state: ParseState) -> np.ndarray:
+        """Packed uint32 mask of the tokens allowed from ``state`` (do not modify it)."""
+        with self._lock:
+            words = self._states.get(state)
+            if words is not None:
+                self._states.move_to_end(state)
+                return words
+        words = self._compute(state)
+        with self._lock:
+            self._states[state] = words
+            if len(self._states) > STATE_CACHE_SIZE:
+                self._states.popitem(last=False)
+        return words
+
+    def _compute(self, state: ParseState) -> np.ndarray:
+        words = np.zeros(self.n_words, dtype=np.uint32)
+        token_bytes = self.vocabulary.token_bytes
+        below: dict[int, ParseState | None] = {}
+        for head in state.heads:
+            local = self.local_mask(head.state)
+            np.bitwise_or(words, local.words, out=words)
+            if len(local.pending_ids) and head.parent is not None:
+                parent = below.get(id(head.parent), False)
+                if parent is False:
+                    heads, accepting = close(self.rules, [head.parent])
+                    parent = below[id(head.parent)] = ParseState(self.rules, heads, accepting)
+                for token_id, offset in zip(local.pending_ids.tolist(), local.pending_offsets.tolist(), strict=True):
+                    if not (words[token_id >> 5] >> (token_id & 31)) & 1 and parent.advance(
+                        token_bytes[token_id][offset:]
+                    ) is not None:
+                        words[token_id >> 5] |= np.uint32(1 << (token_id & 31))
+            for ref, _ in self.rules.token_edges[head.state]:
+                self._add_token_ref(words, self._token_refs[ref])
+        if state.accepting:
+            np.bitwise_or(words, self._eos_words, out=words)
+        return words
+
+    def advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
+        """The state after a non-end-of-sequence token: its bytes, or a token reference."""
+        spelled = self.vocabulary.token_bytes[token_id]
+        following = state.advance(spelled) if spelled else None
+        if self._token_refs and any(self.rules.token_edges[h.state] for h in state.heads):
+            refs = self._token_refs
+            by_ref = state.advance_token_ref(lambda ref: refs[ref].matches(token_id))
+            following = union(following, by_ref)
+        return following
+
+    def _add_token_ref(self, words: np.ndarray, ref: _TokenRefSet) -> None:
+        if ref.negated:
+            others = np.full(self.n_words, 0xFFFFFFFF, dtype=np.uint32)
+            _clear_tail(others, self.vocabulary.size)
+            others &= ~_words_of(ref.ids | self.vocabulary.eos_ids, self.n_words)
+            np.bitwise_or(words, others, out=words)
+        else:
+            np.bitwise_or(words, _words_of(ref.ids, self.n_words), out=words)
+
+    def local_mask(self, q: int) -> LocalMask:
+        """The context-independent part of the mask for stacks topped by state ``q``."""
+        local = self._local.get(q)
+        if local is None:
+            local = self._local[q] = self._compute_local(q)
+        return local
+
+    def _compute_local(self, q: int) -> LocalMask:
+        vocab, rules = self.vocabulary, self.rules
+        first_moves = rules.byte_next[q]
+        chunks = [np.arange(*self._first_byte_rows[b], dtype=np.int64) for b in sorted(first_moves)]
+        rows = np.concatenate(chunks) if chunks else np.zeros(0, np.int64)
+        first_map = np.full(256, -1, dtype=np.int32)
+        for b, target in first_moves.items():
+            first_map[b] = target
+        matrix, lengths, byte_class, table = vocab.byte_matrix, vocab.lengths, rules.byte_class, rules.class_table
+        cur = first_map[matrix[rows, 0]] if len(rows) else np.zeros(0, np.int32)
+        accepted: list[np.ndarray] = []
+        escalated: list[tuple[np.ndarray, np.ndarray, int]] = []
+        pos = 1
+        while len(rows):
+            done = lengths[rows] == pos
+            if done.any():
+                accepted.append(rows[done])
+                rows, cur = rows[~done], cur[~done]
+            slow = self._slow[cur]
+            if slow.any():
+                escalated.append((rows[slow], cur[slow], pos))
+                rows, cur = rows[~slow], cur[~slow]
+            if not len(rows):
+                break
+            nxt = table[cur, byte_class[matrix[rows, pos]]]
+            alive = nxt >= 0
+            rows, cur = rows[alive], nxt[alive]
+            pos += 1
+        ids = [vocab.text_ids[r] for r in accepted]
+        pending_ids: list[np.ndarray] = []
+        pending_offsets: list[np.ndarray] = []
+        for esc_rows, esc_states, offset in escalated:
+            for start in np.unique(esc_states).tolist():
+                group = esc_rows[esc_states == start]
+                ids.extend(self._walk_group(start, offset, group, pending_ids, pending_offsets))
+        return LocalMask(
+            words=_words_of_array(np.concatenate(ids) if ids else np.zeros(0, np.int32), self.n_words),
+            pending_ids=np.concatenate(pending_ids) if pending_ids else np.zeros(0, np.int32),
+            pending_offsets=np.concatenate(pending_offsets) if pending_offsets else np.zeros(0, np.int32),
+        )
+
+    def _walk_group(
+        self, q: int, offset: int, rows: np.ndarray, pending_ids: list[np.ndarray], pending_offsets: list[np.ndarray]
+    ) -> list[np.ndarray]:
+        """Walk tokens that all reach state ``q`` after ``offset`` bytes through real parse
+        stacks over a lone frame ``q``, one parse step per distinct prefix (a trie walk over
+        the byte-sorted rows, splitting blocks by the next byte).
+
+        Returns the ids accepted without leaving the frame; for each other token, appends
+        every offset at which the frame's rule may end with bytes left (checked against the
+        stack below at run time).
+        """
+        vocab = self.vocabulary
+        matrix, lengths, text_ids = vocab.byte_matrix, vocab.lengths, vocab.text_ids
+        heads, accepting = close(self.rules, [Frame(q, None)])
+        accepted: list[np.ndarray] = []
+        todo: list[tuple[np.ndarray, int, ParseState, tuple[int, ...]]] = [
+            (rows, offset, ParseState(self.rules, heads, accepting), ())
+        ]
+        while todo:
+            block, depth, state, ends = todo.pop()
+            if state.accepting:
+                ends = (*ends, depth)
+            done = lengths[block] == depth
+            if done.any():
+                accepted.append(text_ids[block[done]])
+                block = block[~done]
+            if not len(block):
+                continue
+            column = matrix[block, depth]
+            cuts = (np.flatnonzero(np.diff(column)) + 1).tolist()
+            for start, stop in zip([0, *cuts], [*cuts, len(block)], strict=True):
+                child = state.advance_byte(int(column[start]))
+                if child is not None:
+                    todo.append((block[start:stop], depth + 1, child, ends))
+                elif ends:
+                    ids = text_ids[block[start:stop]]
+                    for end in ends:
+                        pending_ids.append(ids)
+                        pending_offsets.append(np.full(len(ids), end, dtype=np.int32))
+        return accepted
+
+
+def _resolve(ref: TokenRef, vocab: Vocabulary, source: str) -> _TokenRefSet:
+    if isinstance(ref.token, int):
+        if not 0 <= ref.token < vocab.size:
+            raise _token_error(ref, f"token id {ref.token} is outside the vocabulary (size {vocab.size})", source)
+        return _TokenRefSet(frozenset({ref.token}), ref.negated)
+    token_id = vocab.special_tokens.get(ref.token)
+    if token_id is None:
+        spelled = ref.token.encode("utf-8")
+        matches = [i for i, b in enumerate(vocab.token_bytes) if b == spelled]
+        if len(matches) != 1:
+            raise _token_error(ref, f"no single token is spelled {ref.token!r} in this vocabulary", source)
+        token_id = matches[0]
+    return _TokenRefSet(frozenset({token_id}), ref.negated)
+
+
+def _token_error(ref: TokenRef, message: str, source: str) -> GrammarError:
+    lines = source.splitlines()
+    line = lines[ref.line - 1] if 0 < ref.line <= len(lines) else None
+    return GrammarError("E109", message, ref.line, ref.column, line)
+
+
+def _words_of(ids, n_words: int) -> np.ndarray:
+    return _words_of_array(np.fromiter(ids, dtype=np.int64), n_words)
+
+
+def _words_of_array(ids: np.ndarray, n_words: int) -> np.ndarray:
+    bits = np.zeros(n_words * 32, dtype=bool)
+    bits[ids] = True
+    return np.packbits(bits, bitorder="little").view(np.uint32).copy()
+
+
+def _clear_tail(words: np.ndarray, size: int) -> None:
+    extra = len(words) * 32 - size
+    if extra:
+        words[-1] &= np.uint32((1 << (32 - extra)) - 1)
+
+
+_COMPILED: WeakKeyDictionary[Grammar, dict[str, CompiledGrammar]] = WeakKeyDictionary()
+_COMPILED_LOCK = threading.Lock()
+
+
+def compile(grammar: Grammar, tokenizer_or_vocabulary) -> CompiledGrammar:
+    """Bind ``grammar`` to a tokenizer (or :class:`~structspec.Vocabulary`); cached per pair."""
+    vocabulary = (
+        tokenizer_or_vocabulary
+        if isinstance(tokenizer_or_vocabulary, Vocabulary)
+        else Vocabulary.from_tokenizer(tokenizer_or_vocabulary)
+    )
+    with _COMPILED_LOCK:
+        per_grammar = _COMPILED.setdefault(grammar, {})
+        compiled = per_grammar.get(vocabulary.fingerprint)
+        if compiled is None:
+            compiled = per_grammar[vocabulary.fingerprint] = CompiledGrammar(grammar, vocabulary)
+    return compiled

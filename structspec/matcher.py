@@ -1,0 +1,136 @@
+"""The per-sequence matcher: grammar state, token masks, rollback and O(1) copies.
+
+A matcher is a pointer into a persistent history of parse states (each node: a state and
+the node before it). Accepting a token pushes a node, ``rollback`` walks back, and ``copy``
+shares the node -- so a draft can fork the target's matcher for free and the two never
+interfere.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from structspec.parse_state import ParseState
+
+if TYPE_CHECKING:
+    from structspec.masks import CompiledGrammar
+
+
+class _History:
+    __slots__ = ("finished", "length", "previous", "state")
+
+    def __init__(self, state: ParseState, previous: _History | None, finished: bool = False) -> None:
+        self.state = state
+        self.previous = previous
+        self.finished = finished
+        self.length = 0 if previous is None else previous.length + 1
+
+
+class Matcher:
+    """Tracks one sequence through a :class:`~structspec.masks.CompiledGrammar`."""
+
+    __slots__ = ("_node", "compiled")
+
+    def __init__(self, compiled: CompiledGrammar, _node: _History | None = None) -> None:
+        self.compiled = compiled
+        self._node = _node or _History(compiled.grammar.initial_state(), None)
+
+    @property
+    def state(self) -> ParseState:
+        """The current parse state."""
+        return self._node.state
+
+    @property
+    def num_tokens(self) -> int:
+        """How many tokens have been accepted (and not rolled back)."""
+        return self._node.length
+
+    def copy(self) -> Matcher:
+        """An independent matcher at the same point, in O(1)."""
+        return Matcher(self.compiled, self._node)
+
+    def is_accepting(self) -> bool:
+        """Whether the text so far is complete (end-of-sequence would be allowed)."""
+        return self._node.state.accepting
+
+    def is_finished(self) -> bool:
+        """True once an end-of-sequence token was accepted, or when the text is complete and
+        nothing may follow it."""
+        node = self._node
+        return node.finished or (node.state.accepting and not node.state.heads)
+
+    # -- masks -----------------------------------------------------------------------------
+    def mask_words(self) -> np.ndarray:
+        """Packed uint32 mask words of the allowed tokens (shared: do not modify)."""
+        if self._node.finished:
+            return np.zeros(self.compiled.n_words, dtype=np.uint32)
+        return self.compiled.mask_words(self._node.state)
+
+    def allowed_mask(self) -> torch.Tensor:
+        """Bool tensor ``[vocab_size]``: True for tokens that keep the output valid."""
+        bits = np.unpackbits(self.mask_words().view(np.uint8), bitorder="little")
+        return torch.from_numpy(bits[: self.compiled.vocabulary.size].view(np.bool_))
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        """Write the mask into ``bitmask[row]`` (int32 ``[batch, ceil(vocab/32)]``, bit j of word i
+        = token 32*i+j)."""
+        bitmask[row].copy_(torch.from_numpy(self.mask_words().view(np.int32)))
+
+    def apply_mask(self, logits: torch.Tensor) -> torch.Tensor:
+        """Set forbidden tokens' logits to -inf in place (any device, dtype, trailing dim >= vocab)."""
+        allowed = self.allowed_mask()
+        width = logits.shape[-1]
+        forbidden = torch.ones(width, dtype=torch.bool)
+        forbidden[: min(width, allowed.shape[0])] = ~allowed[:width]
+        logits.masked_fill_(forbidden.to(logits.device, non_blocking=True), float("-inf"))
+        return logits
+
+    # -- advancing -------------------------------------------------------------------------
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; False (and no change) if the grammar forbids it."""
+        node = self._node
+        if node.finished:
+            return False
+        compiled = self.compiled
+        vocab = compiled.vocabulary
+        if not 0 <= token_id < vocab.size:
+            return False
+        state = node.state
+        if token_id in vocab.eos_ids:
+            if not state.accepting:
+                return False
+            self._node = _History(state, node, finished=True)
+            return True
+        following = compiled.advance_token(state, token_id)
+        if following is None:
+            return False
+        self._node = _History(following, node)
+        return True
+
+    def accept_tokens(self, token_ids) -> int:
+        """Accept tokens in order until one is forbidden; returns how many were accepted."""
+        count = 0
+        for token_id in token_ids:
+            if not self.accept_token(int(token_id)):
+                break
+            count += 1
+        return count
+
+    def rollback(self, n: int = 1) -> None:
+        """Undo the last ``n`` accepted tokens."""
+        if not 0 <= n <= self._node.length:
+            raise ValueError(f"cannot roll back {n} tokens: only {self._node.length} were accepted")
+        node = self._node
+        for _ in range(n):
+            node = node.previous
+        self._node = node
+
+    def forced_tokens(self) -> list[int]:
+        """Canonical tokenization of the bytes every continuation must start with."""
+        if self._node.finished:
+            return []
+        forced = self._node.state.forced_bytes()
+        return self.compiled.vocabulary.encode_bytes(forced) if forced else []
