@@ -21,6 +21,7 @@ Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -75,10 +76,6 @@ class CompiledGrammar:
         self._slow = np.array(
             [bool(self.rules.refs[q]) or self.rules.final[q] for q in range(self.rules.n_states)], dtype=bool
         )
-        lengths = vocabulary.lengths
-        first = vocabulary.byte_matrix[:, 0] if len(lengths) else np.zeros(0, np.uint8)
-        bounds = np.searchsorted(first, np.arange(257))
-        self._first_byte_rows = [(int(bounds[b]), int(bounds[b + 1])) for b in range(256)]
 
     def matcher(self):
         """A fresh :class:`~structspec.matcher.Matcher` at the start of the grammar."""
@@ -151,39 +148,40 @@ class CompiledGrammar:
         return local
 
     def _compute_local(self, q: int) -> LocalMask:
-        vocab, rules = self.vocabulary, self.rules
-        first_moves = rules.byte_next[q]
-        chunks = [np.arange(*self._first_byte_rows[b], dtype=np.int64) for b in sorted(first_moves)]
-        rows = np.concatenate(chunks) if chunks else np.zeros(0, np.int64)
+        vocab, rules, tables = self.vocabulary, self.rules, _vocab_tables(self.vocabulary)
         first_map = np.full(256, -1, dtype=np.int32)
-        for b, target in first_moves.items():
+        for b, target in rules.byte_next[q].items():
             first_map[b] = target
-        matrix, lengths, byte_class, table = vocab.byte_matrix, vocab.lengths, rules.byte_class, rules.class_table
-        cur = first_map[matrix[rows, 0]] if len(rows) else np.zeros(0, np.int32)
+        # Candidates in order of byte length, so the tokens ending at each step lead the arrays.
+        cur = first_map[tables.first_byte]
+        keep = np.flatnonzero(cur >= 0)
+        rows, cur, lengths = tables.by_length[keep], cur[keep], tables.sorted_lengths[keep]
+        flat_table, n_classes, byte_class = rules.class_table.ravel(), rules.class_table.shape[1], rules.byte_class
         accepted: list[np.ndarray] = []
         escalated: list[tuple[np.ndarray, np.ndarray, int]] = []
         pos = 1
         while len(rows):
-            done = lengths[rows] == pos
-            if done.any():
-                accepted.append(rows[done])
-                rows, cur = rows[~done], cur[~done]
+            done = int(np.searchsorted(lengths, pos, side="right"))
+            if done:
+                accepted.append(rows[:done])
+                rows, cur, lengths = rows[done:], cur[done:], lengths[done:]
             slow = self._slow[cur]
             if slow.any():
                 escalated.append((rows[slow], cur[slow], pos))
-                rows, cur = rows[~slow], cur[~slow]
+                fast = np.flatnonzero(~slow)
+                rows, cur, lengths = rows[fast], cur[fast], lengths[fast]
             if not len(rows):
                 break
-            nxt = table[cur, byte_class[matrix[rows, pos]]]
-            alive = nxt >= 0
-            rows, cur = rows[alive], nxt[alive]
+            nxt = flat_table[cur * n_classes + byte_class[tables.columns[pos][rows]]]
+            alive = np.flatnonzero(nxt >= 0)
+            rows, cur, lengths = rows[alive], nxt[alive], lengths[alive]
             pos += 1
         ids = [vocab.text_ids[r] for r in accepted]
         pending_ids: list[np.ndarray] = []
         pending_offsets: list[np.ndarray] = []
         for esc_rows, esc_states, offset in escalated:
             for start in np.unique(esc_states).tolist():
-                group = esc_rows[esc_states == start]
+                group = np.sort(esc_rows[esc_states == start])  # back to byte order for prefix sharing
                 ids.extend(self._walk_group(start, offset, group, pending_ids, pending_offsets))
         return LocalMask(
             words=_words_of_array(np.concatenate(ids) if ids else np.zeros(0, np.int32), self.n_words),
@@ -231,6 +229,28 @@ class CompiledGrammar:
                         pending_ids.append(ids)
                         pending_offsets.append(np.full(len(ids), end, dtype=np.int32))
         return accepted
+
+
+@dataclass(frozen=True)
+class _VocabTables:
+    """Column-major token bytes and a by-length order, built once per vocabulary."""
+
+    columns: np.ndarray  # uint8 [max_len, n]: columns[i][row] = byte i of trie row `row`
+    by_length: np.ndarray  # int32 trie rows sorted by byte length (stable)
+    sorted_lengths: np.ndarray  # int32 lengths in that order
+    first_byte: np.ndarray  # uint8 first byte in that order
+
+
+@functools.lru_cache(maxsize=8)
+def _vocab_tables(vocab: Vocabulary) -> _VocabTables:
+    order = np.argsort(vocab.lengths, kind="stable").astype(np.int32)
+    columns = np.ascontiguousarray(vocab.byte_matrix.T)
+    return _VocabTables(
+        columns=columns,
+        by_length=order,
+        sorted_lengths=vocab.lengths[order],
+        first_byte=columns[0][order] if len(order) else np.zeros(0, np.uint8),
+    )
 
 
 def _resolve(ref: TokenRef, vocab: Vocabulary, source: str) -> _TokenRefSet:
