@@ -45,6 +45,34 @@ class Grammar:
             raise exc.diagnostic.to_error(text) from None
         return cls(table, root, ruleset, text)
 
+    @classmethod
+    def from_json_schema(
+        cls, schema: dict | str, *, whitespace: str = "compact", strict: bool = True
+    ) -> Grammar:
+        """A grammar whose sentences are exactly the JSON documents valid under ``schema``.
+
+        Raises :class:`~structspec.SchemaError` (with ``.pointer`` and ``.keyword``) for what
+        cannot be enforced exactly; ``strict=False`` approximates instead and warns with
+        :class:`~structspec.errors.SchemaRelaxedWarning`, listing what was relaxed.
+        """
+        from structspec.jsonschema import schema_to_gbnf
+
+        return cls.from_gbnf(schema_to_gbnf(schema, whitespace=whitespace, strict=strict))
+
+    @classmethod
+    def from_pydantic(cls, model: type, *, whitespace: str = "compact") -> Grammar:
+        """A grammar for the JSON serialization of a Pydantic model class."""
+        from structspec.pydantic_support import model_schema
+
+        return cls.from_json_schema(model_schema(model), whitespace=whitespace)
+
+    @classmethod
+    def from_regex(cls, pattern: str) -> Grammar:
+        """A grammar matching exactly the strings that fully match ``pattern``."""
+        from structspec.regex import regex_to_gbnf
+
+        return cls.from_gbnf(regex_to_gbnf(pattern))
+
     @property
     def root(self) -> str:
         """The name of the start rule."""
