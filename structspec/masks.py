@@ -45,6 +45,7 @@ class LocalMask:
     words: np.ndarray  # uint32 [n_words]: accepted without leaving the frame
     pending_ids: np.ndarray  # int32: tokens that leave the frame with bytes left ...
     pending_offsets: np.ndarray  # int32: ... after this many bytes
+    pending_next: np.ndarray  # uint8: the byte at that offset (a cheap first filter)
 
 
 @dataclass(frozen=True)
@@ -100,26 +101,36 @@ class CompiledGrammar:
 
     def _compute(self, state: ParseState) -> np.ndarray:
         words = np.zeros(self.n_words, dtype=np.uint32)
-        token_bytes = self.vocabulary.token_bytes
         below: dict[int, ParseState | None] = {}
         for head in state.heads:
             local = self.local_mask(head.state)
             np.bitwise_or(words, local.words, out=words)
             if len(local.pending_ids) and head.parent is not None:
-                parent = below.get(id(head.parent), False)
-                if parent is False:
+                parent = below.get(id(head.parent))
+                if parent is None:
                     heads, accepting = close(self.rules, [head.parent])
                     parent = below[id(head.parent)] = ParseState(self.rules, heads, accepting)
-                for token_id, offset in zip(local.pending_ids.tolist(), local.pending_offsets.tolist(), strict=True):
-                    if not (words[token_id >> 5] >> (token_id & 31)) & 1 and parent.advance(
-                        token_bytes[token_id][offset:]
-                    ) is not None:
-                        words[token_id >> 5] |= np.uint32(1 << (token_id & 31))
+                self._add_pending(words, local, parent)
             for ref, _ in self.rules.token_edges[head.state]:
                 self._add_token_ref(words, self._token_refs[ref])
         if state.accepting:
             np.bitwise_or(words, self._eos_words, out=words)
         return words
+
+    def _add_pending(self, words: np.ndarray, local: LocalMask, parent: ParseState) -> None:
+        """Set the context-dependent tokens of ``local`` that the stack below accepts."""
+        next_ok = np.zeros(256, dtype=bool)
+        next_ok[list(parent.allowed_bytes())] = True
+        candidates = np.flatnonzero(next_ok[local.pending_next])
+        token_bytes = self.vocabulary.token_bytes
+        for i in candidates.tolist():
+            token_id = int(local.pending_ids[i])
+            if (words[token_id >> 5] >> (token_id & 31)) & 1:
+                continue
+            rest = token_bytes[token_id][int(local.pending_offsets[i]) :]
+            # One allowed byte is always a valid prefix; longer rests need a real advance.
+            if len(rest) == 1 or parent.advance(rest) is not None:
+                words[token_id >> 5] |= np.uint32(1 << (token_id & 31))
 
     def advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
         """The state after a non-end-of-sequence token: its bytes, or a token reference."""
@@ -183,10 +194,14 @@ class CompiledGrammar:
             for start in np.unique(esc_states).tolist():
                 group = np.sort(esc_rows[esc_states == start])  # back to byte order for prefix sharing
                 ids.extend(self._walk_group(start, offset, group, pending_ids, pending_offsets))
+        pend_ids = np.concatenate(pending_ids) if pending_ids else np.zeros(0, np.int32)
+        pend_offsets = np.concatenate(pending_offsets) if pending_offsets else np.zeros(0, np.int32)
+        rows = tables.row_of_id[pend_ids]
         return LocalMask(
             words=_words_of_array(np.concatenate(ids) if ids else np.zeros(0, np.int32), self.n_words),
-            pending_ids=np.concatenate(pending_ids) if pending_ids else np.zeros(0, np.int32),
-            pending_offsets=np.concatenate(pending_offsets) if pending_offsets else np.zeros(0, np.int32),
+            pending_ids=pend_ids,
+            pending_offsets=pend_offsets,
+            pending_next=vocab.byte_matrix[rows, pend_offsets] if len(rows) else np.zeros(0, np.uint8),
         )
 
     def _walk_group(
@@ -239,17 +254,21 @@ class _VocabTables:
     by_length: np.ndarray  # int32 trie rows sorted by byte length (stable)
     sorted_lengths: np.ndarray  # int32 lengths in that order
     first_byte: np.ndarray  # uint8 first byte in that order
+    row_of_id: np.ndarray  # int32 [size]: trie row of each token id (-1 for non-text ids)
 
 
 @functools.lru_cache(maxsize=8)
 def _vocab_tables(vocab: Vocabulary) -> _VocabTables:
     order = np.argsort(vocab.lengths, kind="stable").astype(np.int32)
     columns = np.ascontiguousarray(vocab.byte_matrix.T)
+    row_of_id = np.full(vocab.size, -1, dtype=np.int32)
+    row_of_id[vocab.text_ids] = np.arange(len(vocab.text_ids), dtype=np.int32)
     return _VocabTables(
         columns=columns,
         by_length=order,
         sorted_lengths=vocab.lengths[order],
         first_byte=columns[0][order] if len(order) else np.zeros(0, np.uint8),
+        row_of_id=row_of_id,
     )
 
 
