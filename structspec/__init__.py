@@ -3,7 +3,6 @@
 from structspec.errors import GrammarError, SchemaError, StructspecError
 from structspec.grammar import Grammar
 from structspec.masks import CompiledGrammar, compile
-from structspec.matcher import Matcher
 from structspec.parse_state import ParseState, StackLimitError
 from structspec.vocab import Vocabulary
 
@@ -19,3 +18,12 @@ __all__ = [
     "StructspecError",
     "Vocabulary",
 ]
+
+
+def __getattr__(name: str):
+    # The matcher needs torch; importing it lazily keeps the CLI and pure-grammar use fast.
+    if name == "Matcher":
+        from structspec.matcher import Matcher
+
+        return Matcher
+    raise AttributeError(f"module 'structspec' has no attribute {name!r}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 
 from structspec.compiler import CompileLimitError, compile_rules
 from structspec.gbnf.analysis import (
@@ -27,7 +28,19 @@ from structspec.gbnf.analysis import (
     reference_problems,
     rule_table,
 )
-from structspec.gbnf.ast import AnyChar, CharClass, Choice, Literal, Node, Repeat, Rule, RuleRef, Sequence, walk
+from structspec.gbnf.ast import (
+    AnyChar,
+    CharClass,
+    Choice,
+    Literal,
+    Node,
+    Repeat,
+    Rule,
+    RuleRef,
+    Sequence,
+    children,
+    walk,
+)
 from structspec.gbnf.diagnostics import ERROR, Diagnostic
 from structspec.gbnf.parser import parse_gbnf
 from structspec.gbnf.printer import format_node
@@ -45,12 +58,13 @@ def lint_source(text: str, root: str = "root") -> list[Diagnostic]:
     model.update({name: _repaired(rule) for name, rule in table.items()})
     findings += reference_problems(model, root)
     model.update({ref.name: _stand_in(ref.name) for ref in _references(model.values()) if ref.name not in model})
+    unknown = model.keys() - table.keys()
     findings += _left_recursion(model)
     findings += _never_finishing(model, table)
     if not any(finding.severity == ERROR for finding in findings):
         findings += _compile_limits(table, root)
     nullable = nullable_rules(model)
-    findings += _unused_rules(model, table, root, parsed.failed_rules)
+    findings += _unused_rules(model, table, root, unknown)
     findings += _nullable_loops(table, nullable)
     findings += _duplicate_alternatives(table)
     findings += _overlapping_ranges(table)
@@ -97,23 +111,14 @@ def _rule_at(model: Mapping[str, Rule], finding: Diagnostic) -> Rule:
 def _left_recursion(model: Mapping[str, Rule]) -> list[Diagnostic]:
     """E104, pointing at the reference that starts the cycle."""
     nullable = nullable_rules(model)
-    edges = {name: left_references(rule.body, nullable) for name, rule in model.items()}
+    refs = {name: left_references(rule.body, nullable) for name, rule in model.items()}
+    edges = {name: {ref.name for ref in name_refs} for name, name_refs in refs.items()}
     found = []
     for problem in left_recursion_problems(model):
         rule = _rule_at(model, problem)
-        ref = next(ref for ref in edges[rule.name] if rule.name in _left_reachable(ref.name, edges))
+        ref = next(ref for ref in refs[rule.name] if rule.name in _reachable(ref.name, edges))
         found.append(_at(problem, ref))
     return found
-
-
-def _left_reachable(start: str, edges: Mapping[str, list[RuleRef]]) -> set[str]:
-    seen, todo = set(), [start]
-    while todo:
-        name = todo.pop()
-        if name not in seen:
-            seen.add(name)
-            todo.extend(ref.name for ref in edges[name])
-    return seen
 
 
 def _never_finishing(model: Mapping[str, Rule], table: Mapping[str, Rule]) -> list[Diagnostic]:
@@ -138,13 +143,14 @@ def _compile_limits(table: Mapping[str, Rule], root: str) -> list[Diagnostic]:
 
 # -- warnings -----------------------------------------------------------------------------------
 def _unused_rules(
-    model: Mapping[str, Rule], table: Mapping[str, Rule], root: str, failed: tuple[str, ...]
+    model: Mapping[str, Rule], table: Mapping[str, Rule], root: str, unknown: AbstractSet[str]
 ) -> list[Diagnostic]:
-    """W201; skipped when there is no start rule or a reachable rule failed to parse."""
+    """W201; skipped when what is reachable is unknown: no start rule, or a reachable rule that
+    is undefined or failed to parse (whatever it was meant to use would look unused)."""
     if root not in model:
         return []
     reachable = reachable_rules(model, root)
-    if reachable.intersection(failed):
+    if reachable & unknown:
         return []
     used = {ref.name for name, rule in table.items() for ref in _references([rule]) if ref.name != name}
     found = []
@@ -160,7 +166,7 @@ def _nullable_loops(table: Mapping[str, Rule], nullable: set[str]) -> list[Diagn
     return [
         Diagnostic(
             "W202",
-            f"{format_node(node)} repeats an expression that can match the empty string, "
+            f"`{format_node(node)}` repeats an expression that can match the empty string, "
             "so the repetition may loop without consuming input; make the repeated part non-empty",
             node.line,
             node.column,
@@ -180,7 +186,7 @@ def _duplicate_alternatives(table: Mapping[str, Rule]) -> list[Diagnostic]:
                 text = format_node(alt)
                 if text in first:
                     earlier = first[text]
-                    message = f"duplicate alternative {text} (already at {earlier.line}:{earlier.column})"
+                    message = f"duplicate alternative `{text}` (already at {earlier.line}:{earlier.column})"
                     found.append(Diagnostic("W203", message, alt.line, alt.column))
                 else:
                     first[text] = alt
@@ -196,11 +202,11 @@ def _overlapping_ranges(table: Mapping[str, Rule]) -> list[Diagnostic]:
             widest: tuple[int, int] | None = None
             for low, high in sorted(node.ranges, key=lambda r: (r[0], -r[1])):
                 if widest is not None and low <= widest[1]:
-                    pairs.append(f"{_show_range(low, high)} overlaps {_show_range(*widest)}")
+                    pairs.append(f"`{_show_range(low, high)}` overlaps `{_show_range(*widest)}`")
                 if widest is None or high > widest[1]:
                     widest = (low, high)
             if pairs:
-                message = f"character class {format_node(node)}: {'; '.join(pairs)}"
+                message = f"character class `{format_node(node)}`: {'; '.join(pairs)}"
                 found.append(Diagnostic("W204", message, node.line, node.column))
     return found
 
@@ -214,8 +220,8 @@ def _empty_sentence(table: Mapping[str, Rule], root: str, nullable: set[str]) ->
     if root not in nullable or root not in table:
         return []
     body = table[root].body
-    return [Diagnostic("W205", f"the grammar accepts the empty string (rule {root!r} can match nothing)",
-                       body.line, body.column)]
+    message = f"the grammar accepts the empty string: rule {root!r} can finish without any input"
+    return [Diagnostic("W205", message, body.line, body.column)]
 
 
 def _whitespace_runs(table: Mapping[str, Rule]) -> list[Diagnostic]:
@@ -225,24 +231,21 @@ def _whitespace_runs(table: Mapping[str, Rule]) -> list[Diagnostic]:
     for node in _nodes(table):
         if isinstance(node, Repeat) and node.max is None and _is_whitespace(node.item, spaces):
             bounded = dataclasses.replace(node, max=max(node.min, WHITESPACE_BOUND))
-            found.append(Diagnostic(
-                "W206",
-                f"{format_node(node)} allows unbounded whitespace, so a model can emit it forever; "
-                f"bound it, e.g. {format_node(bounded)}",
-                node.line, node.column))
+            message = (f"`{format_node(node)}` allows unbounded whitespace, so a model can emit it forever; "
+                       f"bound it, e.g. `{format_node(bounded)}`")
+            found.append(Diagnostic("W206", message, node.line, node.column))
     edges = {name: {ref.name for ref in _references([table[name]])} for name in spaces}
     for name in spaces:
         ref = next((ref for ref in _references([table[name]]) if name in _reachable(ref.name, edges)), None)
         if ref is not None:
-            found.append(Diagnostic(
-                "W206",
-                f"rule {name!r} repeats whitespace through recursion with no bound, so a model can emit it "
-                f"forever; use a bounded repetition, e.g. [ \\t\\n]{{0,{WHITESPACE_BOUND}}}",
-                ref.line, ref.column))
+            message = (f"rule {name!r} repeats whitespace through recursion with no bound, so a model can emit "
+                       f"it forever; use a bounded repetition, e.g. `[ \\t\\n]{{0,{WHITESPACE_BOUND}}}`")
+            found.append(Diagnostic("W206", message, ref.line, ref.column))
     return found
 
 
 def _reachable(start: str, edges: Mapping[str, set[str]]) -> set[str]:
+    """The names reachable from ``start`` along ``edges`` (``start`` included)."""
     seen, todo = set(), [start]
     while todo:
         name = todo.pop()
@@ -277,8 +280,7 @@ def _is_whitespace(node: Node, spaces: set[str]) -> bool:
     if isinstance(node, Repeat):
         return node.max != 0 and _is_whitespace(node.item, spaces)
     if isinstance(node, (Sequence, Choice)):
-        parts = [part for part in (node.items if isinstance(node, Sequence) else node.alternatives)
-                 if not _is_empty(part)]
+        parts = [part for part in children(node) if not _is_empty(part)]
         return bool(parts) and all(_is_whitespace(part, spaces) for part in parts)
     return False
 
