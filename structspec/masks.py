@@ -163,12 +163,19 @@ class CompiledGrammar:
         first_map = np.full(256, -1, dtype=np.int32)
         for b, target in rules.byte_next[q].items():
             first_map[b] = target
-        # Candidates in order of byte length, so the tokens ending at each step lead the arrays.
-        cur = first_map[tables.first_byte]
-        keep = np.flatnonzero(cur >= 0)
-        rows, cur, lengths = tables.by_length[keep], cur[keep], tables.sorted_lengths[keep]
-        flat_table, n_classes, byte_class = rules.class_table.ravel(), rules.class_table.shape[1], rules.byte_class
+        rows, cur, lengths = self._candidates(tables, first_map, sorted(rules.byte_next[q]))
         accepted: list[np.ndarray] = []
+        # Tokens made only of bytes that loop on q stay in q: accepted with no walk at all
+        # (inside a JSON string that is nearly the whole vocabulary).
+        loop = _byte_set_words([b for b, target in rules.byte_next[q].items() if target == q])
+        if any(loop):
+            stay = np.ones(len(rows), dtype=bool)
+            for k in range(4):
+                stay &= (tables.byte_sets[k][rows] & ~loop[k]) == 0
+            accepted.append(rows[stay])
+            moving = np.flatnonzero(~stay)
+            rows, cur, lengths = rows[moving], cur[moving], lengths[moving]
+        flat_table, n_classes, byte_class = rules.class_table.ravel(), rules.class_table.shape[1], rules.byte_class
         escalated: list[tuple[np.ndarray, np.ndarray, int]] = []
         pos = 1
         while len(rows):
@@ -203,6 +210,24 @@ class CompiledGrammar:
             pending_offsets=pend_offsets,
             pending_next=vocab.byte_matrix[rows, pend_offsets] if len(rows) else np.zeros(0, np.uint8),
         )
+
+    def _candidates(
+        self, tables: _VocabTables, first_map: np.ndarray, first_bytes: list[int]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows of the tokens whose first byte moves from the state, their state after it and
+        their lengths -- in order of byte length, so tokens ending at each step lead the arrays."""
+        spans = [tables.first_byte_rows[b] for b in first_bytes]
+        count = sum(stop - start for start, stop in spans)
+        if count * 5 < len(tables.by_length):  # few candidates: gather the trie ranges
+            rows = np.concatenate([np.arange(start, stop, dtype=np.int32) for start, stop in spans]) if spans else (
+                np.zeros(0, np.int32))
+            lengths = self.vocabulary.lengths[rows]
+            order = np.argsort(lengths, kind="stable")
+            rows, lengths = rows[order], lengths[order]
+            return rows, first_map[tables.columns[0][rows]], lengths
+        cur = first_map[tables.first_byte]
+        keep = np.flatnonzero(cur >= 0)
+        return tables.by_length[keep], cur[keep], tables.sorted_lengths[keep]
 
     def _walk_group(
         self, q: int, offset: int, rows: np.ndarray, pending_ids: list[np.ndarray], pending_offsets: list[np.ndarray]
@@ -255,12 +280,15 @@ class _VocabTables:
     sorted_lengths: np.ndarray  # int32 lengths in that order
     first_byte: np.ndarray  # uint8 first byte in that order
     row_of_id: np.ndarray  # int32 [size]: trie row of each token id (-1 for non-text ids)
+    byte_sets: np.ndarray  # uint64 [4, n]: bit b set when trie row `row` contains byte b
+    first_byte_rows: tuple[tuple[int, int], ...]  # per byte: the trie rows starting with it
 
 
 @functools.lru_cache(maxsize=8)
 def _vocab_tables(vocab: Vocabulary) -> _VocabTables:
     order = np.argsort(vocab.lengths, kind="stable").astype(np.int32)
     columns = np.ascontiguousarray(vocab.byte_matrix.T)
+    bounds = np.searchsorted(columns[0], np.arange(257)) if len(order) else np.zeros(257, np.int64)
     row_of_id = np.full(vocab.size, -1, dtype=np.int32)
     row_of_id[vocab.text_ids] = np.arange(len(vocab.text_ids), dtype=np.int32)
     return _VocabTables(
@@ -269,7 +297,29 @@ def _vocab_tables(vocab: Vocabulary) -> _VocabTables:
         sorted_lengths=vocab.lengths[order],
         first_byte=columns[0][order] if len(order) else np.zeros(0, np.uint8),
         row_of_id=row_of_id,
+        byte_sets=_token_byte_sets(columns, order, vocab.lengths[order]),
+        first_byte_rows=tuple(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)),
     )
+
+
+def _token_byte_sets(columns: np.ndarray, by_length: np.ndarray, sorted_lengths: np.ndarray) -> np.ndarray:
+    sets = np.zeros((4, len(by_length)), dtype=np.uint64)
+    for i, column in enumerate(columns):
+        rows = by_length[np.searchsorted(sorted_lengths, i, side="right") :]  # tokens longer than i
+        values = column[rows]
+        bits = np.left_shift(np.uint64(1), (values & 63).astype(np.uint64))
+        words = values >> 6
+        for k in range(4):
+            hit = np.flatnonzero(words == k)
+            sets[k, rows[hit]] |= bits[hit]
+    return sets
+
+
+def _byte_set_words(byte_values: list[int]) -> list[np.uint64]:
+    words = [0, 0, 0, 0]
+    for b in byte_values:
+        words[b >> 6] |= 1 << (b & 63)
+    return [np.uint64(w) for w in words]
 
 
 def _resolve(ref: TokenRef, vocab: Vocabulary, source: str) -> _TokenRefSet:
