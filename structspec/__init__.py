@@ -8,15 +8,15 @@ from structspec.vocab import Vocabulary
 
 __all__ = [
     "CompiledGrammar",
-    "Matcher",
-    "compile",
     "Grammar",
     "GrammarError",
+    "Matcher",
     "ParseState",
     "SchemaError",
     "StackLimitError",
     "StructspecError",
     "Vocabulary",
+    "compile",
 ]
 
 

@@ -89,8 +89,10 @@ def _inlinable(table: Mapping[str, Rule], names: list[str]) -> set[str]:
             return rule_estimate(node.name) if node.name in inline else 1
         if isinstance(node, TokenRef):
             return 1
-        if isinstance(node, (Sequence, Choice)):
-            return sum(estimate(child) for child in (node.items if isinstance(node, Sequence) else node.alternatives)) + 2
+        if isinstance(node, Sequence):
+            return sum(estimate(child) for child in node.items) + 2
+        if isinstance(node, Choice):
+            return sum(estimate(child) for child in node.alternatives) + 2
         assert isinstance(node, Repeat)
         copies = max(node.min, 1) if node.max is None else max(node.max, 1)
         return estimate(node.item) * copies + 2

@@ -32,7 +32,7 @@ import numpy as np
 from structspec.errors import GrammarError
 from structspec.gbnf.ast import TokenRef
 from structspec.grammar import Grammar
-from structspec.parse_state import Frame, ParseState, close, union
+from structspec.parse_state import ParseState, close, frame, union
 from structspec.vocab import Vocabulary
 
 STATE_CACHE_SIZE = 4096
@@ -242,7 +242,7 @@ class CompiledGrammar:
         """
         vocab = self.vocabulary
         matrix, lengths, text_ids = vocab.byte_matrix, vocab.lengths, vocab.text_ids
-        heads, accepting = close(self.rules, [Frame(q, None)])
+        heads, accepting = close(self.rules, [frame(self.rules, q, None)])
         accepted: list[np.ndarray] = []
         todo: list[tuple[np.ndarray, int, ParseState, tuple[int, ...]]] = [
             (rows, offset, ParseState(self.rules, heads, accepting), ())

@@ -34,36 +34,41 @@ class StackLimitError(GrammarError):
 
 
 class Frame:
-    """One node of a persistent stack: an automaton state and the frame below it."""
+    """One node of a persistent stack: an automaton state and the frame below it.
 
-    __slots__ = ("_hash", "depth", "parent", "state")
+    Frames are interned per rule set (see :func:`frame`): equal stacks are the same object,
+    so comparing or hashing a stack is O(1) whatever its depth.
+    """
+
+    __slots__ = ("__weakref__", "depth", "parent", "state")
 
     def __init__(self, state: int, parent: Frame | None) -> None:
         self.state = state
         self.parent = parent
         self.depth = 1 if parent is None else parent.depth + 1
-        self._hash = hash((state, parent._hash if parent is not None else 0))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        a, b = self, other
-        while a is not b:
-            if not isinstance(b, Frame) or a is None or b is None:
-                return False
-            if a._hash != b._hash or a.state != b.state:
-                return False
-            a, b = a.parent, b.parent
-        return True
 
     def states(self) -> list[int]:
         """Automaton states from the top of the stack to the bottom."""
-        out, frame = [], self
-        while frame is not None:
-            out.append(frame.state)
-            frame = frame.parent
+        out, current = [], self
+        while current is not None:
+            out.append(current.state)
+            current = current.parent
         return out
+
+
+def frame(rules: RuleSet, state: int, parent: Frame | None) -> Frame:
+    """The unique frame for ``state`` on top of ``parent``.
+
+    The intern table holds frames weakly; a live entry keeps its parent alive, so the
+    parent's ``id`` in the key cannot be reused while the entry exists. (Two threads racing
+    on the same key may each create a frame: that only costs deduplication, not correctness.)
+    """
+    key = (state, id(parent))
+    found = rules.frames.get(key)
+    if found is None:
+        found = Frame(state, parent)
+        rules.frames[key] = found
+    return found
 
 
 def close(rules: RuleSet, frames: Iterable[Frame]) -> tuple[tuple[Frame, ...], bool]:
@@ -77,21 +82,21 @@ def close(rules: RuleSet, frames: Iterable[Frame]) -> tuple[tuple[Frame, ...], b
     accepting = False
     todo = list(frames)
     while todo:
-        frame = todo.pop()
-        if frame in seen:
+        top = todo.pop()
+        if top in seen:
             continue
-        seen.add(frame)
-        q = frame.state
+        seen.add(top)
+        q = top.state
         if movable[q]:
-            heads[frame] = None
+            heads[top] = None
         for start, ret in refs[q]:
-            below = frame.parent if sink[ret] else Frame(ret, frame.parent)
-            todo.append(Frame(start, below))
+            below = top.parent if sink[ret] else frame(rules, ret, top.parent)
+            todo.append(frame(rules, start, below))
         if final[q]:
-            if frame.parent is None:
+            if top.parent is None:
                 accepting = True
             else:
-                todo.append(frame.parent)
+                todo.append(top.parent)
     if len(heads) > MAX_STACKS:
         raise StackLimitError(len(heads))
     return tuple(heads), accepting
@@ -110,7 +115,7 @@ class ParseState:
 
     @classmethod
     def initial(cls, rules: RuleSet) -> ParseState:
-        heads, accepting = close(rules, [Frame(rules.root_start, None)])
+        heads, accepting = close(rules, [frame(rules, rules.root_start, None)])
         return cls(rules, heads, accepting)
 
     def __len__(self) -> int:
@@ -144,7 +149,7 @@ class ParseState:
     def advance(self, data: bytes | str) -> ParseState | None:
         """The state after ``data``, or None if the grammar rejects it."""
         if isinstance(data, str):
-            data = data.encode("utf-8")
+            data = data.encode("utf-8", "surrogatepass")  # lone surrogates: invalid UTF-8, rejected
         state: ParseState | None = self
         i, n = 0, len(data)
         while state is not None and i < n:
@@ -170,13 +175,13 @@ class ParseState:
                     return None, i
                 q = nxt
                 i += 1
-            frames = [Frame(q, head.parent)]
+            frames = [frame(rules, q, head.parent)]
         else:
             frames = []
             for head in self.heads:
                 q = byte_next[head.state].get(b)
                 if q is not None:
-                    frames.append(Frame(q, head.parent))
+                    frames.append(frame(rules, q, head.parent))
             if not frames:
                 return None, i
             i += 1
@@ -195,7 +200,7 @@ class ParseState:
     def advance_token_ref(self, matches) -> ParseState | None:
         """Follow token-reference edges whose reference satisfies ``matches(token_ref_index)``."""
         frames = [
-            Frame(target, head.parent)
+            frame(self.rules, target, head.parent)
             for head in self.heads
             for ref, target in self.rules.token_edges[head.state]
             if matches(ref)

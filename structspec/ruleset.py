@@ -22,7 +22,8 @@ Nothing here is mutated after construction; parse states only hold state numbers
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from weakref import WeakValueDictionary
 
 import numpy as np
 
@@ -45,6 +46,8 @@ class RuleSet:
     movable: tuple[bool, ...]
     sink: tuple[bool, ...]
     plain: tuple[bool, ...]
+    #: Intern table of stack frames (see ``parse_state.frame``); the only mutable part, a cache.
+    frames: WeakValueDictionary = field(default_factory=WeakValueDictionary, repr=False)
 
     @property
     def n_states(self) -> int:

@@ -153,8 +153,7 @@ class Reference:
 
         def ends(node: Node, i: int) -> set[int]:
             if isinstance(node, Literal):
-                hit = node.text and text.startswith(node.text, i)
-                return {i + len(node.text)} if hit else set()
+                return {i + len(node.text)} if text.startswith(node.text, i) else set()
             if isinstance(node, CharClass | AnyChar):
                 if i >= len(text):
                     return set()
@@ -180,11 +179,11 @@ class Reference:
             while current and (node.max is None or count < node.max):
                 current = set().union(*(ends(node.item, j) for j in current))
                 count += 1
-                if node.max is None and count >= node.min:
-                    current -= reached  # past the minimum, revisiting a position adds nothing
-                    reached |= current
                 if count >= node.min:
                     found |= current
+                    if node.max is None:
+                        current -= reached  # past the minimum, revisiting a position adds nothing
+                        reached |= current
             return found
 
         return len(text) in rule("root", 0)

@@ -83,9 +83,7 @@ json_values = st.recursive(
     | st.integers(-(10**30), 10**30)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=12),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
-    ),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
     max_leaves=12,
 )
 
@@ -119,9 +117,7 @@ def serialized(draw: st.DrawFn) -> bytes:
     return (pad + text + pad[::-1]).encode("utf-8")
 
 
-INTERESTING = (
-    b' \t\n\r"\\/,:[]{}0123456789-+.eEtrufalsnuU\x00\x1f\x7f\x80\xbf\xc3\xa9\xed\xa0\xf0\xff'
-)
+INTERESTING = b' \t\n\r"\\/,:[]{}0123456789-+.eEtrufalsnuU\x00\x1f\x7f\x80\xbf\xc3\xa9\xed\xa0\xf0\xff'
 
 
 @st.composite

@@ -7,7 +7,8 @@ Run: ``python tools/bench_grammar.py [--runs N] [--size BYTES]``. Three tables:
    advancing one byte inside the array, pushing one more ``[``), plus the memory retained per
    kept state. Persistent stacks mean every column should stay flat as depth grows.
 2. Throughput of ``Grammar.matches`` on a deterministic ~1 MB JSON document.
-3. Stack counts (``len(state)``) and time per byte on ambiguous or pathological grammars.
+3. Stack counts (``len(state)``) and time per byte on ambiguous or pathological grammars;
+   a row stops growing n once it has used its time budget.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
-from structspec import Grammar
+from structspec import Grammar, GrammarError
 
 JSON_GBNF = Path(__file__).resolve().parent.parent / "grammars" / "json.gbnf"
 DEPTHS = (1, 10, 100, 1_000, 10_000)
@@ -48,8 +49,7 @@ def summary(samples_ns: list[float]) -> str:
 def bench_depth(grammar: Grammar, runs: int) -> None:
     print("1. State cost against nesting depth in json.gbnf (microseconds: median p90)")
     print(
-        f"{'depth':>7} | {'keep (copy)':>17} | {'advance 1 byte':>17} | "
-        f"{'push one [':>17} | {'bytes kept/state':>16}"
+        f"{'depth':>7} | {'keep (copy)':>17} | {'advance 1 byte':>17} | {'push one [':>17} | {'bytes kept/state':>16}"
     )
     for depth in DEPTHS:
         state = grammar.initial_state().advance(b"[" * depth + b"0")
@@ -139,36 +139,45 @@ PATHOLOGICAL = {
 }
 
 
-def stack_count(state) -> int:
-    return len(state)
-
-
-def bench_stacks(lengths: tuple[int, ...]) -> None:
-    print("\n3. Stack counts on ambiguous grammars (stacks after n bytes; microseconds per byte)")
+def bench_stacks(lengths: tuple[int, ...], budget_s: float) -> None:
+    print(
+        "\n3. Stack counts on ambiguous grammars: len(state) after n bytes and microseconds per"
+        f" byte ('slow': skipped once a row has taken {budget_s:.0f} s; 0 stacks = finished)"
+    )
     header = " | ".join(f"n={n:<6}" for n in lengths)
     print(f"{'grammar':<26} | {header} | {'us/byte':>8}")
     for label, (source, unit) in PATHOLOGICAL.items():
         grammar = Grammar.from_gbnf(source)
-        state, counts, done = grammar.initial_state(), [], 0
-        start = time.perf_counter()
-        for n in lengths:
-            state = state.advance(unit * (n - done)) if state is not None else None
-            done = n
-            counts.append("rejected" if state is None else str(stack_count(state)))
-        per_byte = (time.perf_counter() - start) / lengths[-1] * 1e6
-        cells = " | ".join(f"{c:<8}" for c in counts)
-        print(f"{label:<26} | {cells} | {per_byte:8.2f}")
+        state, cells, done = grammar.initial_state(), [], 0
+        filler, start = "slow", time.perf_counter()
+        try:
+            while done < lengths[-1] and state is not None:
+                if time.perf_counter() - start > budget_s:
+                    break
+                state = state.advance(unit)
+                done += 1
+                if done in lengths:
+                    cells.append("rejected" if state is None else str(len(state)))
+        except GrammarError as error:
+            filler = error.code
+        if state is None:
+            filler = "rejected"
+        cells += [filler] * (len(lengths) - len(cells))
+        per_byte = (time.perf_counter() - start) / done * 1e6
+        row = " | ".join(f"{c:<8}" for c in cells)
+        print(f"{label:<26} | {row} | {per_byte:8.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2000, help="timed operations per depth")
     parser.add_argument("--size", type=int, default=1_000_000, help="JSON document size in bytes")
+    parser.add_argument("--budget", type=float, default=30.0, help="seconds per stack-count row")
     args = parser.parse_args()
     grammar = Grammar.from_gbnf(JSON_GBNF.read_text(encoding="utf-8"))
     bench_depth(grammar, args.runs)
     bench_matches(grammar, args.size)
-    bench_stacks((1, 10, 100, 1000, 2000))
+    bench_stacks((1, 10, 100, 1000, 2000), args.budget)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ class Node:
 
 @dataclass(frozen=True)
 class Literal(Node):
-    """A literal string, e.g. ``"true"`` (the empty literal ``""`` matches nothing at all)."""
+    """A literal string, e.g. ``"true"`` (the empty literal ``""`` matches the empty string)."""
 
     text: str
 

@@ -157,7 +157,7 @@ class _Parser:
         if not self.src.startswith("::=", self.pos):
             raise self.fail("E001", f"expected '::=' after rule name {name!r}, found {self.describe_here()}")
         self.pos += 3
-        self.skip_space(newlines=False)
+        self.skip_space(newlines=True)  # the body may start on the next line
         body = self.parse_alternatives()
         if self.pos < len(self.src) and self.peek() not in "\r\n":
             if self.peek() == ")":
