@@ -31,9 +31,7 @@ def require_assets() -> Path:
     """The shared assets folder; exits the script with a clear message when absent."""
     path = assets_dir()
     if path is None:
-        raise SystemExit(
-            "shared assets not found: set STRUCTSPEC_ASSETS or put them at <repo>/../shared/assets"
-        )
+        raise SystemExit("shared assets not found: set STRUCTSPEC_ASSETS or put them at <repo>/../shared/assets")
     return path
 
 
@@ -111,9 +109,9 @@ def stratified_sample(
     depth = 0
     while len(sample) < count and any(depth < len(q) for q in queues):
         for queue in queues:
-            if depth < len(queue) and len(sample) < count:
-                if keep is None or keep(queue[depth]):
-                    sample.append(queue[depth])
+            candidate = queue[depth] if depth < len(queue) and len(sample) < count else None
+            if candidate is not None and (keep is None or keep(candidate)):
+                sample.append(candidate)
         depth += 1
     return sample
 
@@ -122,9 +120,7 @@ def load_case(path: Path) -> MaskBenchCase:
     """Read one MaskBench file."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        instances = tuple(
-            Instance(t["data"], bool(t["valid"]), t.get("description", "")) for t in raw["tests"]
-        )
+        instances = tuple(Instance(t["data"], bool(t["valid"]), t.get("description", "")) for t in raw["tests"])
         return MaskBenchCase(path.stem, subset_of(path), raw["schema"], instances)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"malformed MaskBench file {path}: {exc}") from exc

@@ -6,7 +6,8 @@ Per peer, JSON Schema: schemas compiled, valid instances accepted, invalid insta
 rejected, rough per-token mask time (replaying the first valid instance of each compiled
 schema), and compile time. GBNF: `grammars/json.gbnf` replayed over the same valid instances,
 for peers with a GBNF front end. transformers-cfg and lm-format-enforcer (pure Python) get the
-first `--slow-count` schemas of the same sample. One thread throughout (`pin_single_thread`).
+first `--slow-count` schemas of the same sample. Schemas without instances are skipped.
+One thread throughout (`pin_single_thread`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,23 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _assets import compact_json, load_case, maskbench_files, require_assets, stratified_sample
+from _assets import (
+    compact_json,
+    has_instances,
+    load_case,
+    maskbench_files,
+    require_assets,
+    stratified_sample,
+)
 from _assets import tokenizer_dir as find_tokenizer_dir
-from peers import PeerCompileError, PeerGrammar, available_peers, make_peer, pin_single_thread
+from peers import (
+    Peer,
+    PeerCompileError,
+    PeerGrammar,
+    available_peers,
+    make_peer,
+    pin_single_thread,
+)
 
 SLOW_PEERS = {"transformers-cfg", "lm-format-enforcer"}
 JSON_GBNF = Path(__file__).resolve().parents[1] / "grammars" / "json.gbnf"
@@ -54,9 +69,8 @@ def replay(grammar: PeerGrammar, text: str, max_tokens: int, tally: Tally) -> No
             return
 
 
-def run_schemas(peer_name: str, tokenizer: str, files: list[Path], max_tokens: int) -> Tally:
+def run_schemas(peer: Peer, files: list[Path], max_tokens: int) -> Tally:
     """Compile each schema, judge its instances, and replay one valid instance."""
-    peer = make_peer(peer_name, tokenizer)
     tally = Tally()
     for path in files:
         case = load_case(path)
@@ -84,9 +98,8 @@ def run_schemas(peer_name: str, tokenizer: str, files: list[Path], max_tokens: i
     return tally
 
 
-def run_gbnf(peer_name: str, tokenizer: str, files: list[Path], max_tokens: int) -> Tally:
+def run_gbnf(peer: Peer, files: list[Path], max_tokens: int) -> Tally:
     """Replay valid instances through `grammars/json.gbnf`."""
-    peer = make_peer(peer_name, tokenizer)
     tally = Tally(schemas=1)
     try:
         grammar = peer.compile_gbnf(JSON_GBNF.read_text(encoding="utf-8"))
@@ -121,8 +134,7 @@ def report(kind: str, peer_name: str, tally: Tally) -> None:
         f"invalid rej {tally.invalid_rejected:3}/{tally.invalid:<3} "
         f"mask p50 {_us(tally.mask_s, 0.5):>7} us p99 {_us(tally.mask_s, 0.99):>9} us "
         f"(n={len(tally.mask_s)}, mask-vs-accept diffs {tally.mask_disagreements}) "
-        f"compile p50 {compile_ms} ms"
-        + (f"  first error: {tally.first_error}" if tally.first_error else "")
+        f"compile p50 {compile_ms} ms" + (f"  first error: {tally.first_error}" if tally.first_error else "")
     )
 
 
@@ -135,18 +147,23 @@ def main() -> None:
     parser.add_argument("--tokenizer", default="llama3")
     parser.add_argument("--max-tokens", type=int, default=400, help="tokens replayed per text")
     parser.add_argument("--peers", nargs="*", default=None, help="default: all available")
+    parser.add_argument("--outlines-timeout", type=float, default=30.0, help="seconds per index")
     args = parser.parse_args()
 
     pin_single_thread()
     assets = require_assets()
     tokenizer = str(find_tokenizer_dir(args.tokenizer, assets))
-    sample = stratified_sample(maskbench_files(assets), args.count, args.seed)
+    sample = stratified_sample(maskbench_files(assets), args.count, args.seed, has_instances)
     peers = args.peers if args.peers is not None else available_peers()
     print(f"peers: {', '.join(peers)}; {len(sample)} schemas, seed {args.seed}, {args.tokenizer}")
     for name in peers:
+        start = time.perf_counter()
+        peer = make_peer(name, tokenizer, compile_timeout_s=args.outlines_timeout)
+        print(f"{name}: tokenizer data built in {time.perf_counter() - start:.1f} s")
         files = sample[: args.slow_count] if name in SLOW_PEERS else sample
-        report("schema", name, run_schemas(name, tokenizer, files, args.max_tokens))
-        report("gbnf", name, run_gbnf(name, tokenizer, files, args.max_tokens))
+        report("schema", name, run_schemas(peer, files, args.max_tokens))
+        report("gbnf", name, run_gbnf(peer, files, args.max_tokens))
+        print(f"{name}: done in {time.perf_counter() - start:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -98,8 +98,7 @@ def _tokenizer_data(tokenizer: Any, vocab_size: int) -> TokenEnforcerTokenizerDa
     after_zero = tokenizer.batch_decode([[zero, i] for i in ids])
     alone = tokenizer.batch_decode([[i] for i in ids])
     regular = [
-        (i, text[1:], len(text) - 1 > len(single))
-        for i, text, single in zip(ids, after_zero, alone, strict=True)
+        (i, text[1:], len(text) - 1 > len(single)) for i, text, single in zip(ids, after_zero, alone, strict=True)
     ]
 
     def decode(tokens: list[int]) -> str:

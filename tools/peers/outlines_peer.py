@@ -145,16 +145,12 @@ class OutlinesPeer(Peer):
             if piece is not None and token_id != eos:
                 by_bytes.setdefault(piece, []).append(token_id)
         self._vocabulary = outlines_core.Vocabulary(eos, by_bytes)
-        self._builder = (
-            None if compile_timeout_s is None else IndexBuilder(self._vocabulary, compile_timeout_s)
-        )
+        self._builder = None if compile_timeout_s is None else IndexBuilder(self._vocabulary, compile_timeout_s)
 
     def compile_json_schema(self, schema: dict) -> OutlinesGrammar:
         start = time.perf_counter()
         try:
-            regex = outlines_core.json_schema.build_regex_from_schema(
-                json.dumps(schema), whitespace_pattern=""
-            )
+            regex = outlines_core.json_schema.build_regex_from_schema(json.dumps(schema), whitespace_pattern="")
         except Exception as exc:  # the converter raises assorted types on unsupported schemas
             raise PeerCompileError(self.name, f"{type(exc).__name__}: {exc}") from exc
         regex_seconds = time.perf_counter() - start

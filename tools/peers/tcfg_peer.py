@@ -8,6 +8,7 @@ Adaptation: transformers-cfg 0.2.7 cannot map transformers>=5 tokenizers itself 
 tokenizer classes and downloads a slow GPT-2 tokenizer), so the token byte table and byte trie
 it would build are supplied through the recognizer's documented `trie=` / `homomorphism=`
 arguments, from the same byte decoding; special tokens are left out of the trie, as there.
+Counted repetitions it misparses are respelled first (see `tcfg_rewrite`).
 The mask is `filter_vocab(state)`, the call its logits processor makes (a torch bool tensor);
 torch ops follow `torch.set_num_threads`. Its mask cache (lru_cache, up to 32,768 masks) is
 shared by all matchers of a grammar, as across generations with one constraint object.
@@ -24,6 +25,7 @@ from transformers_cfg.token_grammar_recognizer import IncrementalTokenRecognizer
 from transformers_cfg.tokenization.byte_trie import ByteTrie
 
 from .base import Peer, PeerCompileError, PeerGrammar, PeerMatcher
+from .tcfg_rewrite import rewrite_counted_repeats
 from .tokens import token_bytes
 
 _CPU = torch.device("cpu")
@@ -115,7 +117,11 @@ class TransformersCfgPeer(Peer):
         start = time.perf_counter()
         try:
             recognizer = IncrementalTokenRecognizer(
-                text, "root", self.tokenizer, trie=self._trie, homomorphism=self._byte_map
+                rewrite_counted_repeats(text),
+                "root",
+                self.tokenizer,
+                trie=self._trie,
+                homomorphism=self._byte_map,
             )
         except Exception as exc:  # its parser raises assorted types on unsupported syntax
             raise PeerCompileError(self.name, f"{type(exc).__name__}: {exc}") from exc
