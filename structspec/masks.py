@@ -50,11 +50,12 @@ class LocalMask:
 
 @dataclass(frozen=True)
 class _TokenRefSet:
-    ids: frozenset[int]
-    negated: bool
+    """The token ids a resolved token reference matches, as packed mask words."""
+
+    words: np.ndarray
 
     def matches(self, token_id: int) -> bool:
-        return (token_id in self.ids) != self.negated
+        return bool((self.words[token_id >> 5] >> (token_id & 31)) & 1)
 
 
 class CompiledGrammar:
@@ -69,8 +70,8 @@ class CompiledGrammar:
         self.vocabulary = vocabulary
         self.rules = grammar.ruleset
         self.n_words = (vocabulary.size + 31) // 32
-        self._token_refs = tuple(_resolve(ref, vocabulary, grammar.source) for ref in self.rules.token_refs)
         self._eos_words = _words_of(vocabulary.eos_ids, self.n_words)
+        self._token_refs = tuple(self._token_ref_set(ref) for ref in self.rules.token_refs)
         self._local: dict[int, LocalMask] = {}
         self._states: OrderedDict[ParseState, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
@@ -112,7 +113,7 @@ class CompiledGrammar:
                     parent = below[id(head.parent)] = ParseState(self.rules, heads, accepting)
                 self._add_pending(words, local, parent)
             for ref, _ in self.rules.token_edges[head.state]:
-                self._add_token_ref(words, self._token_refs[ref])
+                np.bitwise_or(words, self._token_refs[ref].words, out=words)
         if state.accepting:
             np.bitwise_or(words, self._eos_words, out=words)
         return words
@@ -142,14 +143,17 @@ class CompiledGrammar:
             following = union(following, by_ref)
         return following
 
-    def _add_token_ref(self, words: np.ndarray, ref: _TokenRefSet) -> None:
-        if ref.negated:
-            others = np.full(self.n_words, 0xFFFFFFFF, dtype=np.uint32)
-            _clear_tail(others, self.vocabulary.size)
-            others &= ~_words_of(ref.ids | self.vocabulary.eos_ids, self.n_words)
-            np.bitwise_or(words, others, out=words)
-        else:
-            np.bitwise_or(words, _words_of(ref.ids, self.n_words), out=words)
+    def _token_ref_set(self, ref: TokenRef) -> _TokenRefSet:
+        """``<x>`` matches token x; ``!<x>`` any real token but x -- text and special tokens,
+        never end-of-sequence ids (those end the text only where the grammar is complete) nor
+        padding ids beyond the tokenizer."""
+        named = _words_of([_resolve(ref, self.vocabulary, self.grammar.source)], self.n_words)
+        if not ref.negated:
+            return _TokenRefSet(named)
+        vocab = self.vocabulary
+        real = _words_of_array(np.concatenate([vocab.text_ids, np.fromiter(vocab.special_tokens.values(), np.int32)]),
+                               self.n_words)
+        return _TokenRefSet(real & ~named & ~self._eos_words)
 
     def local_mask(self, q: int) -> LocalMask:
         """The context-independent part of the mask for stacks topped by state ``q``."""
@@ -322,11 +326,12 @@ def _byte_set_words(byte_values: list[int]) -> list[np.uint64]:
     return [np.uint64(w) for w in words]
 
 
-def _resolve(ref: TokenRef, vocab: Vocabulary, source: str) -> _TokenRefSet:
+def _resolve(ref: TokenRef, vocab: Vocabulary, source: str) -> int:
+    """The id a token reference names; E109 when the vocabulary has no such token."""
     if isinstance(ref.token, int):
         if not 0 <= ref.token < vocab.size:
             raise _token_error(ref, f"token id {ref.token} is outside the vocabulary (size {vocab.size})", source)
-        return _TokenRefSet(frozenset({ref.token}), ref.negated)
+        return ref.token
     token_id = vocab.special_tokens.get(ref.token)
     if token_id is None:
         spelled = ref.token.encode("utf-8")
@@ -334,7 +339,7 @@ def _resolve(ref: TokenRef, vocab: Vocabulary, source: str) -> _TokenRefSet:
         if len(matches) != 1:
             raise _token_error(ref, f"no single token is spelled {ref.token!r} in this vocabulary", source)
         token_id = matches[0]
-    return _TokenRefSet(frozenset({token_id}), ref.negated)
+    return token_id
 
 
 def _token_error(ref: TokenRef, message: str, source: str) -> GrammarError:
@@ -351,12 +356,6 @@ def _words_of_array(ids: np.ndarray, n_words: int) -> np.ndarray:
     bits = np.zeros(n_words * 32, dtype=bool)
     bits[ids] = True
     return np.packbits(bits, bitorder="little").view(np.uint32).copy()
-
-
-def _clear_tail(words: np.ndarray, size: int) -> None:
-    extra = len(words) * 32 - size
-    if extra:
-        words[-1] &= np.uint32((1 << (32 - extra)) - 1)
 
 
 _COMPILED: WeakKeyDictionary[Grammar, dict[str, CompiledGrammar]] = WeakKeyDictionary()

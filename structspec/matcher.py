@@ -99,12 +99,13 @@ class Matcher:
         if not 0 <= token_id < vocab.size:
             return False
         state = node.state
-        if token_id in vocab.eos_ids:
+        following = compiled.advance_token(state, token_id)
+        if following is None and token_id in vocab.eos_ids:
+            # End of sequence, unless a token reference in the grammar names this very token.
             if not state.accepting:
                 return False
             self._node = _History(state, node, finished=True)
             return True
-        following = compiled.advance_token(state, token_id)
         if following is None:
             return False
         self._node = _History(following, node)

@@ -239,7 +239,9 @@ class ParseState:
 
 def union(a: ParseState | None, b: ParseState | None) -> ParseState | None:
     """The state reached by either of two alternatives from the same state."""
-    if a is None or b is None:
-        return a or b
+    if a is None:
+        return b
+    if b is None:
+        return a
     heads, accepting = close(a.rules, [*a.heads, *b.heads])
     return ParseState(a.rules, heads, accepting or a.accepting or b.accepting)
