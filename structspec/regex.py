@@ -15,6 +15,7 @@ naming the position.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from structspec.regex_automaton import DFA, dfa_from_regex, emit_dfa
@@ -59,10 +60,16 @@ class PatternLanguage:
     expr: Expr | None
     empty: bool
 
-    def dfa(self) -> DFA:
+    @functools.cached_property
+    def dfa_cached(self) -> DFA:
         return dfa_from_regex(self.ast, search=self.search)
 
+    def dfa(self) -> DFA:
+        """The language as a minimal DFA (computed once per pattern)."""
+        return self.dfa_cached
 
+
+@functools.lru_cache(maxsize=512)
 def pattern_language(pattern: str, *, search: bool = True) -> PatternLanguage:
     """Parse ``pattern``; ``search=True`` is JSON Schema's unanchored semantics."""
     ast = parse_regex(pattern)
@@ -134,9 +141,7 @@ def _strip_anchors(ast: Expr, search: bool) -> Expr | None:
             elif core is not None and (not starts or not ends) and _nullable(core):
                 out.append(anything)  # an empty match at a free end: every string matches
             else:
-                out.append(
-                    seq(Lit("") if starts else anything, core, Lit("") if ends else anything)
-                )
+                out.append(seq(Lit("") if starts else anything, core, Lit("") if ends else anything))
     except _InnerAnchor:
         return None
     return alt(*out)

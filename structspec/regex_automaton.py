@@ -8,10 +8,11 @@ combine DFAs exactly, and emit the result as right-linear GBNF rules.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from structspec.regex_charset import ANY, CharSet
 from structspec.regex_expr import Alt, Chars, Expr, Lit, MaybeExpr, Ref, Rep, Seq, alt, rep, seq
@@ -120,20 +121,22 @@ class _NFA:
 
 
 def _partition(edges: Iterable[tuple[CharSet, int]]) -> dict[frozenset[int], CharSet]:
-    """Group characters by the set of targets they lead to."""
-    points: set[int] = set()
-    items = list(edges)
-    for charset, _ in items:
+    """Group characters by the set of targets they lead to (a sweep over range ends)."""
+    events: dict[int, list[tuple[int, int]]] = {}
+    for charset, target in edges:
         for lo, hi in charset.ranges:
-            points.add(lo)
-            points.add(hi + 1)
-    bounds = sorted(points)
+            events.setdefault(lo, []).append((target, 1))
+            events.setdefault(hi + 1, []).append((target, -1))
+    active: dict[int, int] = {}
     groups: dict[frozenset[int], list[tuple[int, int]]] = {}
-    for lo, nxt in itertools.pairwise(bounds):
-        hi = nxt - 1
-        targets = frozenset(t for cs, t in items if lo in cs)
-        if targets:
-            groups.setdefault(targets, []).append((lo, hi))
+    points = sorted(events)
+    for here, nxt in itertools.pairwise(points):
+        for target, delta in events[here]:
+            active[target] = active.get(target, 0) + delta
+            if not active[target]:
+                del active[target]
+        if active:
+            groups.setdefault(frozenset(active), []).append((here, nxt - 1))
     return {targets: CharSet.of(ranges) for targets, ranges in groups.items()}
 
 
@@ -268,11 +271,16 @@ def minimize(a: DFA) -> DFA:
     if n == 0:
         return a
     pieces = _atoms(a)
+    starts = [p.ranges[0][0] for p in pieces]
     table = []
     for out in a.edges:
-        row = []
-        for piece in pieces:
-            row.append(next((t for cs, t in out if piece.ranges[0][0] in cs), -1))
+        row = [-1] * len(pieces)
+        for cs, t in out:
+            for lo, hi in cs.ranges:
+                i = bisect.bisect_left(starts, lo)
+                while i < len(starts) and starts[i] <= hi:
+                    row[i] = t
+                    i += 1
         table.append(row)
     block = [1 if acc else 0 for acc in a.accept]
     while True:
@@ -419,51 +427,81 @@ class RuleSink(Protocol):
     def define(self, name: str, expr: Expr) -> None: ...
 
 
-def emit_dfa(
-    a: DFA, encode: Callable[[CharSet], MaybeExpr], sink: RuleSink, base: str
-) -> MaybeExpr:
-    """GBNF for ``a``: right-linear rules named after ``base`` for states entered from several
-    places (or on a cycle through the start), everything else inlined into its only
-    predecessor. ``encode`` turns an edge label into an expression."""
+def emit_dfa(a: DFA, encode: Callable[[CharSet], MaybeExpr], sink: RuleSink, base: str) -> MaybeExpr:
+    """GBNF for ``a`` (see :func:`emit_graph`); ``encode`` turns an edge label into an
+    expression."""
     if a.empty:
         return None
-    n = len(a.accept)
-    indegree = [0] * n
-    for q in range(n):
-        for _, t in a.edges[q]:
-            if t != q:
-                indegree[t] += 1
-    named = {q for q in range(1, n) if indegree[q] >= 2}
-    if indegree[0]:
-        named.add(0)
-    names = {q: sink.fresh(f"{base}-{i}") for i, q in enumerate(sorted(named))}
-    # inlined states form a forest under their unique predecessor: build bodies bottom-up
-    order: list[int] = []
-    roots = sorted(named | {0})
-    seen = set(roots)
-    stack = list(roots)
-    while stack:
-        q = stack.pop()
-        order.append(q)
-        for _, t in a.edges[q]:
-            if t not in names and t not in seen:
-                seen.add(t)
-                stack.append(t)
-    bodies: dict[int, MaybeExpr] = {}
-    for q in reversed(order):
-        loop = None
-        branches: list[MaybeExpr] = []
-        for cs, t in a.edges[q]:
-            if t == q:
-                loop = encode(cs)
+    edges = {q: [(encode(cs), t) for cs, t in out] for q, out in enumerate(a.edges)}
+    accept = {q for q, ok in enumerate(a.accept) if ok}
+    return emit_graph(edges, accept, 0, sink, base)
+
+
+MAX_INLINE_DEPTH = 24
+
+
+def emit_graph(
+    edges: dict[Any, list[tuple[MaybeExpr, Any]]],
+    accept: set[Any],
+    start: Any,
+    sink: RuleSink,
+    base: str,
+) -> MaybeExpr:
+    """GBNF for a graph whose edges are labelled with expressions (a regular structure).
+
+    States entered from several places (or from a cycle through the start) become
+    right-linear rules named after ``base``; the others are inlined into their only
+    predecessor, up to :data:`MAX_INLINE_DEPTH` levels. Parallel edges merge into one
+    alternation and a self-loop becomes ``label*``.
+    """
+    merged: dict[Any, dict[Any, MaybeExpr]] = {}
+    for state, out in edges.items():
+        targets: dict[Any, MaybeExpr] = {}
+        for label, target in out:
+            if label is None:
                 continue
-            target = Ref(names[t]) if t in names else bodies[t]
-            branches.append(seq(encode(cs), target))
-        if a.accept[q]:
-            branches.append(Lit(""))
-        bodies[q] = seq(rep(loop, 0, None), alt(*branches))
-    for q, name in names.items():
-        body = bodies[q]
+            targets[target] = alt(targets[target], label) if target in targets else label
+        merged[state] = targets
+    indegree: dict[Any, int] = {}
+    for state, targets in merged.items():
+        for target in targets:
+            if target != state:
+                indegree[target] = indegree.get(target, 0) + 1
+    named = [s for s in merged if (indegree.get(s, 0) >= 2 and merged[s]) or (s == start and indegree.get(s, 0))]
+    names: dict[Any, str] = {s: sink.fresh(f"{base}-{i + 1}") for i, s in enumerate(named)}
+    bodies: dict[Any, MaybeExpr] = {s: (Lit("") if s in accept else None) for s, t in merged.items() if not t}
+    depth: dict[Any, int] = dict.fromkeys(bodies, 0)
+    order: list[Any] = []
+    stack = list(dict.fromkeys([start, *names]))
+    seen = set(stack)
+    while stack:
+        state = stack.pop()
+        order.append(state)
+        for target in merged.get(state, {}):
+            if target not in seen and target not in names:
+                seen.add(target)
+                stack.append(target)
+    for state in reversed(order):
+        if not merged.get(state) and state not in names:
+            continue
+        loop = None
+        branches: list[MaybeExpr] = [Lit("")] if state in accept else []
+        height = 0
+        for target, label in merged.get(state, {}).items():
+            if target == state:
+                loop = label
+                continue
+            if target not in names and depth.get(target, 0) >= MAX_INLINE_DEPTH:
+                names[target] = sink.fresh(f"{base}-{len(names) + 1}")
+            if target in names:
+                branches.append(seq(label, Ref(names[target])))
+            else:
+                branches.append(seq(label, bodies[target]))
+                height = max(height, depth.get(target, 0) + 1)
+        bodies[state] = seq(rep(loop, 0, None), alt(*branches))
+        depth[state] = height
+    for state, name in names.items():
+        body = bodies.get(state)
         if body is not None:
             sink.define(name, body)
-    return Ref(names[0]) if 0 in names else bodies[0]
+    return Ref(names[start]) if start in names else bodies[start]

@@ -123,9 +123,7 @@ ECMA_SPACE = CharSet.chars("\t\n\x0b\x0c\r \u00a0\u1680\u2028\u2029\u202f\u205f\
 
 @functools.lru_cache(maxsize=1)
 def _all_scalars() -> str:
-    return "".join(map(chr, range(SURROGATES[0]))) + "".join(
-        map(chr, range(SURROGATES[1] + 1, MAX_CODE_POINT + 1))
-    )
+    return "".join(map(chr, range(SURROGATES[0]))) + "".join(map(chr, range(SURROGATES[1] + 1, MAX_CODE_POINT + 1)))
 
 
 @functools.cache

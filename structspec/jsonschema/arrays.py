@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from typing import Any, Protocol
 
-from structspec.jsonschema.builder import GrammarBuilder, emit_graph
+from structspec.jsonschema.builder import GrammarBuilder, counted
 from structspec.jsonschema.encoding import json_value_expr
 from structspec.jsonschema.facets import Facet
 from structspec.jsonschema.resolve import Loc
-from structspec.regex_expr import EMPTY, Lit, MaybeExpr, alt, opt, rep, seq
+from structspec.regex_automaton import emit_graph
+from structspec.regex_expr import EMPTY, Lit, MaybeExpr, alt, opt, seq
 
 MAX_UNIQUE_VALUES = 8
 MAX_STATES = 4096
@@ -61,7 +62,7 @@ def array_expr(host: ArrayHost, facets: list[Facet], name: str) -> MaybeExpr:
     else:
         items = [host.value_rule(_position_locs(facets, i), f"{name}-{i}") for i in range(prefix_len)]
         rest = host.value_rule(rest_locs, f"{name}-items")
-        body = _sequence(items, rest, min_i, max_i, sep)
+        body = _sequence(host.builder, items, rest, min_i, max_i, sep)
     return seq(Lit("["), ws, body, ws, Lit("]"))
 
 
@@ -76,7 +77,9 @@ def _position_locs(facets: list[Facet], i: int) -> list[Loc]:
     return locs
 
 
-def _sequence(items: list[MaybeExpr], rest: MaybeExpr, min_i: int, max_i: int | None, sep: MaybeExpr) -> MaybeExpr:
+def _sequence(
+    builder: GrammarBuilder, items: list[MaybeExpr], rest: MaybeExpr, min_i: int, max_i: int | None, sep: MaybeExpr
+) -> MaybeExpr:
     """Content of ``[...]``: the positional items, then repeats of ``rest``."""
     for i, item in enumerate(items):
         if item is None:
@@ -95,7 +98,7 @@ def _sequence(items: list[MaybeExpr], rest: MaybeExpr, min_i: int, max_i: int | 
             more = seq(sep, items[i], tail(i + 1))
             return opt(more) if i >= min_i else more
         limit = None if max_i is None else max_i - i
-        return rep(seq(sep, rest), max(0, min_i - i), limit)
+        return counted(builder, seq(sep, rest), max(0, min_i - i), limit)
 
     if max_i == 0:
         return EMPTY
@@ -104,20 +107,27 @@ def _sequence(items: list[MaybeExpr], rest: MaybeExpr, min_i: int, max_i: int | 
     return opt(body) if min_i == 0 else body
 
 
-def _contains(host: ArrayHost, contains: list[Facet], prefix_len: int, rest_locs: list[Loc],
-              min_i: int, max_i: int | None, sep: MaybeExpr, name: str) -> MaybeExpr:
+def _contains(
+    host: ArrayHost,
+    contains: list[Facet],
+    prefix_len: int,
+    rest_locs: list[Loc],
+    min_i: int,
+    max_i: int | None,
+    sep: MaybeExpr,
+    name: str,
+) -> MaybeExpr:
     """Arrays with between ``minContains`` and ``maxContains`` items matching ``contains``:
     a graph over (matches so far, items so far)."""
     facet = contains[0]
     if len(contains) > 1 or prefix_len:
-        host.relax(facet.pointer("contains"), "contains",
-                   "several contains, or contains with positional items")
+        host.relax(facet.pointer("contains"), "contains", "several contains, or contains with positional items")
     low = _whole(facet.kw.get("minContains"), 1)
     high = facet.kw.get("maxContains")
     high = None if high is None else _whole(high, 0)
     any_item = host.value_rule(rest_locs, f"{name}-items")
     if low == 0 and high is None:
-        return _sequence([], any_item, min_i, max_i, sep)
+        return _sequence(host.builder, [], any_item, min_i, max_i, sep)
     target = facet.sub("contains")
     match = host.value_rule([*rest_locs, target], f"{name}-contains")
     other = any_item
@@ -177,7 +187,7 @@ def _unique(
     if values is None or len(values) > MAX_UNIQUE_VALUES:
         host.relax(pointer, "uniqueItems", "uniqueItems over items that are not a small finite set")
         items = [host.value_rule(_position_locs(facets, i), f"{name}-{i}") for i in range(prefix_len)]
-        return _sequence(items, host.value_rule(rest_locs, f"{name}-items"), min_i, max_i, sep)
+        return _sequence(host.builder, items, host.value_rule(rest_locs, f"{name}-items"), min_i, max_i, sep)
     exprs = [json_value_expr(v, host.ws) for v in values]
     top = len(values) if max_i is None else min(max_i, len(values))
     edges: dict[object, list[tuple[MaybeExpr, object]]] = {}

@@ -29,6 +29,7 @@ from structspec.regex_expr import (
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9]+")
 MAX_NAME = 48
+MAX_RULE_NAME = 72
 
 
 def sanitize(text: str) -> str:
@@ -47,6 +48,9 @@ class GrammarBuilder:
     def fresh(self, hint: str) -> str:
         """An unused rule name close to ``hint``."""
         base = "-".join(filter(None, (sanitize(p) for p in hint.split("-")))) or "rule"
+        if len(base) > MAX_RULE_NAME:
+            head, _, _ = base.partition("-")
+            base = f"{head[:16]}-{base[-(MAX_RULE_NAME - 20) :].lstrip('-')}"
         name, n = base, 2
         while name in self.reserved:
             name, n = f"{base}-{n}", n + 1
@@ -133,61 +137,47 @@ def _simple(expr: Expr) -> bool:
     return False
 
 
-def emit_graph(
-    edges: dict[object, list[tuple[MaybeExpr, object]]],
-    accept: set[object],
-    start: object,
-    sink: GrammarBuilder,
-    base: str,
-) -> MaybeExpr:
-    """GBNF for a graph whose edges are labelled with expressions (a "regular" structure).
+CHUNK = 16
+SMALL_REPEAT = 32
 
-    States entered from several places become rules named after ``base``; the others are
-    inlined into their only predecessor. Parallel edges are merged into one alternation.
-    """
-    merged: dict[object, dict[object, MaybeExpr]] = {}
-    for state, out in edges.items():
-        targets: dict[object, MaybeExpr] = {}
-        for label, target in out:
-            if label is None:
-                continue
-            targets[target] = alt(targets[target], label) if target in targets else label
-        merged[state] = targets
-    indegree: dict[object, int] = {}
-    for state, targets in merged.items():
-        for target in targets:
-            if target != state:
-                indegree[target] = indegree.get(target, 0) + 1
-    named = [
-        s
-        for s in merged
-        if (indegree.get(s, 0) >= 2 and merged[s]) or (s == start and indegree.get(s, 0))
-    ]
-    names = {s: sink.fresh(f"{base}-{i + 1}") for i, s in enumerate(named)}
-    bodies: dict[object, MaybeExpr] = {
-        s: (Lit("") if s in accept else None) for s, targets in merged.items() if not targets
-    }
-    order: list[object] = []
-    seen = {start, *names}
-    stack = [start, *names]
-    while stack:
-        state = stack.pop()
-        order.append(state)
-        for target in merged.get(state, {}):
-            if target not in seen and target not in names:
-                seen.add(target)
-                stack.append(target)
-    for state in reversed(order):
-        if not merged.get(state) and state not in names:
-            continue
-        loop = None
-        branches: list[MaybeExpr] = [Lit("")] if state in accept else []
-        for target, label in merged.get(state, {}).items():
-            if target == state:
-                loop = label
-                continue
-            branches.append(seq(label, Ref(names[target]) if target in names else bodies[target]))
-        bodies[state] = seq(rep(loop, 0, None), alt(*branches))
-    for state, name in names.items():
-        sink.define(name, bodies[state])
-    return Ref(names[start]) if start in names else bodies[start]
+
+def counted(builder: GrammarBuilder, item: MaybeExpr, low: int, high: int | None) -> MaybeExpr:
+    """``item{low,high}`` written so the engine never has to unroll a big count of a complex
+    item: long runs are split into named chunks of :data:`CHUNK` items (exactly the same
+    lengths)."""
+    if item is None or isinstance(item, (Lit, Chars)) or max(low, high or 0) <= SMALL_REPEAT:
+        return rep(item, low, high)
+    head = _exactly(builder, item, low)
+    if high is None:
+        return seq(head, rep(item, 0, None))
+    return seq(head, _up_to(builder, item, high - low))
+
+
+def _chunk(builder: GrammarBuilder, item: Expr) -> Expr:
+    base = item.name if isinstance(item, Ref) else "item"
+    name = f"{base}-x{CHUNK}"
+    if name in builder.rules and builder.rules[name] == rep(item, CHUNK, CHUNK):
+        return Ref(name)
+    name = builder.fresh(name)
+    builder.define(name, rep(item, CHUNK, CHUNK))
+    return Ref(name)
+
+
+def _exactly(builder: GrammarBuilder, item: Expr, count: int) -> MaybeExpr:
+    if count <= SMALL_REPEAT:
+        return rep(item, count, count)
+    chunks, rest = divmod(count, CHUNK)
+    return seq(_exactly(builder, _chunk(builder, item), chunks), rep(item, rest, rest))
+
+
+def _up_to(builder: GrammarBuilder, item: Expr, count: int) -> MaybeExpr:
+    """``item{0,count}`` = ``chunk{0,q-1} item{0,CHUNK} | chunk{q} item{0,r}`` (q, r = count
+    divided by CHUNK), recursively."""
+    if count <= SMALL_REPEAT:
+        return rep(item, 0, count)
+    chunks, rest = divmod(count, CHUNK)
+    chunk = _chunk(builder, item)
+    return alt(
+        seq(_up_to(builder, chunk, chunks - 1), rep(item, 0, CHUNK)),
+        seq(_exactly(builder, chunk, chunks), rep(item, 0, rest)),
+    )

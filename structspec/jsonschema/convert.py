@@ -102,7 +102,9 @@ class Converter:
         """The grammar of a value that must satisfy every schema in ``locs`` (a named rule
         when it is not trivial). Recursion through here consumes input, so the
         reference-cycle check restarts."""
-        key = tuple((loc.pointer, id(loc.node)) for loc in locs)
+        unique = {(loc.pointer, id(loc.node)): loc for loc in locs}
+        locs = list(unique.values())
+        key = tuple(unique)
         if key in self._values:
             return self._values[key]
         saved, self._unguarded = self._unguarded, set()
@@ -157,7 +159,7 @@ class Converter:
     def emit(self, alternative: Alternative, name: str, meaning: list[Loc]) -> MaybeExpr:
         """The grammar of one alternative (a conjunction of flat facets)."""
         if len(alternative) == 1 and isinstance(alternative[0], RefFacet):
-            return self.def_rule(alternative[0].target, alternative[0].target)
+            return self.def_rule(alternative[0].target, alternative[0].source)
         if any(isinstance(p, RefFacet) for p in alternative):
             opened = self.expander.open_refs(alternative)
             return alt(*(self.emit(a, name, meaning) for a in opened))

@@ -87,7 +87,10 @@ def number_spellings(value: int | float) -> list[str]:
         return []
     if isinstance(value, int) or value.is_integer():
         whole = int(value)
-        return [str(whole), f"{whole}.0"]
+        spellings = [str(whole)]
+        if abs(whole) < 10**308 and float(whole) == whole:  # "N.0" parses to exactly N
+            spellings.append(f"{whole}.0")
+        return spellings
     return [json.dumps(value)]
 
 

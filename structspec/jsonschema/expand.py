@@ -11,6 +11,7 @@ Anything else goes to ``relax`` (a :class:`SchemaError` in strict mode).
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -24,9 +25,14 @@ from structspec.jsonschema.facets import (
     split,
     synthetic,
 )
+from structspec.jsonschema.formats import UNSUPPORTED, format_regex
 from structspec.jsonschema.resolve import Document, Loc
+from structspec.jsonschema.strings import spec_from_facets, string_automaton
+from structspec.regex_automaton import TooComplexError, intersect
+from structspec.regex_parse import RegexError
 
 MAX_ALTERNATIVES = 256
+MAX_ANALYSIS_DEPTH = 2  # nesting of member-value comparisons when proving disjointness
 
 
 class Context(Protocol):
@@ -43,6 +49,7 @@ class Expander:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.draft = ctx.doc.draft
+        self._analysis_depth = 0
 
     # -- positive ----------------------------------------------------------------------------
     def expand(self, loc: Loc, chain: frozenset[str] = frozenset()) -> list[Alternative]:
@@ -59,7 +66,7 @@ class Expander:
             return [(facet,)]  # a finite set: candidates are checked against the whole node
         ref = self._ref_target(loc, comb)
         if ref is not None and not has_facet and len(comb) == 1:
-            return [(RefFacet(ref, chain),)]
+            return [(RefFacet(ref, chain, loc),)]
         alts: list[Alternative] = [(facet,)] if has_facet else [()]
         if ref is not None:
             alts = self.product(alts, self.inline(ref, chain, loc))
@@ -69,7 +76,7 @@ class Expander:
             branches = [self.expand(loc.child("anyOf", i), chain) for i in range(len(comb["anyOf"]))]
             alts = self.product(alts, self.prune([a for b in branches for a in b], loc, "anyOf"))
         if "oneOf" in comb:
-            alts = self.product(alts, self.one_of(loc, chain))
+            alts = self.product(alts, self.one_of(loc, chain, alts))
         if "not" in comb:
             alts = self.product(alts, self.negate(loc.child("not"), chain))
         if "if" in comb and ("then" in comb or "else" in comb):
@@ -103,7 +110,7 @@ class Expander:
     def product(self, left: list[Alternative], right: list[Alternative]) -> list[Alternative]:
         out: list[Alternative] = []
         for a, b in itertools.product(left, right):
-            merged = a + b
+            merged = _unique_parts(a + b)
             if len(merged) > 1 and any(isinstance(p, RefFacet) for p in merged):
                 out += self.open_refs(merged)
             else:
@@ -117,14 +124,14 @@ class Expander:
             if isinstance(part, RefFacet):
                 result = self.product(result, self.inline(part.target, part.chain, part.target))
             else:
-                result = [r + (part,) for r in result]
+                result = [_unique_parts((*r, part)) for r in result]
         return result
 
     def prune(self, alts: list[Alternative], loc: Loc | None, keyword: str) -> list[Alternative]:
         out = []
         seen: set[tuple[int, ...]] = set()
         for alt in alts:
-            key = tuple(sorted(id(p) for p in alt))
+            key = tuple(sorted(map(_part_key, alt), key=repr))
             if key in seen or not alternative_types(alt):
                 continue
             seen.add(key)
@@ -138,19 +145,39 @@ class Expander:
         return out
 
     # -- oneOf, if, dependencies -------------------------------------------------------------------
-    def one_of(self, loc: Loc, chain: frozenset[str]) -> list[Alternative]:
+    def one_of(self, loc: Loc, chain: frozenset[str], context: list[Alternative]) -> list[Alternative]:
+        """Branches that are disjoint (in the ``context`` of the other keywords of the node)
+        stay as they are; otherwise branch ``i`` also gets ``not`` branch ``j``."""
         count = len(loc.node["oneOf"])
         subs = [loc.child("oneOf", i) for i in range(count)]
         branches = [self.expand(sub, chain) for sub in subs]
+        if len(context) > 4:
+            context = [()]
+        views = [self.opened(self.product(context, b)) for b in branches]
+        negated: dict[int, list[Alternative]] = {}
         out: list[Alternative] = []
         for i in range(count):
             alts = branches[i]
             for j in range(count):
-                if j != i and alts and not self.disjoint(branches[i], branches[j]):
-                    negated = self.negate(subs[j], chain, keyword="oneOf")
-                    alts = self.product(alts, negated)
+                if j != i and alts and not self.disjoint(views[i], views[j]):
+                    if j not in negated:
+                        negated[j] = self.negate(subs[j], chain, keyword="oneOf")
+                    alts = self.product(alts, negated[j])
             out += alts
         return self.prune(out, loc, "oneOf")
+
+    def opened(self, alts: list[Alternative]) -> list[Alternative]:
+        """The alternatives with opaque references inlined (for analysis only)."""
+        out: list[Alternative] = []
+        for alt in alts:
+            if any(isinstance(p, RefFacet) for p in alt):
+                try:
+                    out += self.open_refs(alt)
+                except SchemaError:
+                    out.append(alt)
+            else:
+                out.append(alt)
+        return out
 
     def if_then_else(self, loc: Loc, comb: dict[str, Any], chain: frozenset[str]) -> list[Alternative]:
         cond = loc.child("if")
@@ -193,16 +220,60 @@ class Expander:
         return False
 
     def _disjoint_objects(self, a: Alternative, b: Alternative) -> bool:
+        """Objects of ``a`` and ``b`` differ on some member one side requires: the other side
+        forbids it, or the two sides allow disjoint values for it."""
         for x, y in ((a, b), (b, a)):
-            for name in _required(x):
-                if _forbidden(y, name):
+            for name in _required(y):
+                mine = _member_locs(x, name)
+                if any(loc.node is False for loc in mine):
                     return True
-                if name not in _required(y):
-                    continue
-                values = self.property_values(x, name)
-                if values is not None and all(self._excludes_property(y, name, v) for v in values):
+                if self._values_disjoint(mine, _member_locs(y, name)):
                     return True
         return False
+
+    def _values_disjoint(self, left: list[Loc], right: list[Loc]) -> bool:
+        if not left or not right or self._analysis_depth >= MAX_ANALYSIS_DEPTH:
+            return False
+        self._analysis_depth += 1
+        try:
+            alts_l = self._conjunction(left)
+            alts_r = self._conjunction(right)
+            return all(self._disjoint_values(a, b, left, right) for a in alts_l for b in alts_r)
+        except SchemaError:
+            return False
+        finally:
+            self._analysis_depth -= 1
+
+    def _conjunction(self, locs: list[Loc]) -> list[Alternative]:
+        alts: list[Alternative] = [()]
+        for loc in locs:
+            alts = self.product(alts, self.opened(self.expand(loc)))
+        return alts
+
+    def _disjoint_values(self, a: Alternative, b: Alternative, la: list[Loc], lb: list[Loc]) -> bool:
+        shared = alternative_types(a) & alternative_types(b)
+        if not shared:
+            return True
+        for x, locs in ((a, lb), (b, la)):
+            values = self.finite_values(x)
+            if values is not None and all(
+                any(not self.ctx.is_valid(v, loc) for loc in locs) for v in values
+            ):
+                return True
+        if shared == {"string"}:
+            return self._strings_disjoint(a, b)
+        return False
+
+    def _strings_disjoint(self, a: Alternative, b: Alternative) -> bool:
+        specs = []
+        for alt in (a, b):
+            facets = [p for p in alt if isinstance(p, Facet)]
+            specs.append(spec_from_facets(facets, _ignore))
+        try:
+            left, right = (string_automaton(spec) for spec in specs)
+            return intersect(left, right).empty
+        except (TooComplexError, RegexError):
+            return False
 
     def finite_values(self, alt: Alternative) -> list[Any] | None:
         """The candidate values of an alternative with ``enum``/``const``, else ``None``."""
@@ -220,28 +291,6 @@ class Expander:
             loc = part.target if isinstance(part, RefFacet) else part.loc
             if (isinstance(part, RefFacet) or part.positive) and not self.ctx.is_valid(value, loc):
                 return True
-        return False
-
-    def property_values(self, alt: Alternative, name: str) -> list[Any] | None:
-        for part in alt:
-            if isinstance(part, Facet) and name in (part.kw.get("properties") or {}):
-                sub = part.sub("properties", name)
-                alts = self.expand(sub) if isinstance(sub.node, (dict, bool)) else []
-                collected: list[Any] = []
-                for inner in alts:
-                    values = self.finite_values(inner)
-                    if values is None:
-                        break
-                    collected += [v for v in values if self.ctx.is_valid(v, sub)]
-                else:
-                    return collected
-        return None
-
-    def _excludes_property(self, alt: Alternative, name: str, value: Any) -> bool:
-        for part in alt:
-            if isinstance(part, Facet) and part.positive and name in (part.kw.get("properties") or {}):
-                if not self.ctx.is_valid(value, part.sub("properties", name)):
-                    return True
         return False
 
     # -- negation ----------------------------------------------------------------------------------
@@ -268,7 +317,13 @@ class Expander:
                 acc = self.product(acc, self.negate(loc.child("anyOf", i), chain, keyword))
             out += acc
         if "oneOf" in comb:
-            self.ctx.relax(loc.pointer + "/oneOf", keyword, "cannot negate 'oneOf'")
+            subs = [loc.child("oneOf", i) for i in range(len(comb["oneOf"]))]
+            none: list[Alternative] = [()]
+            for sub in subs:
+                none = self.product(none, self.negate(sub, chain, keyword))
+            out += none
+            for a, b in itertools.combinations(subs, 2):
+                out += self.product(self.expand(a, chain), self.expand(b, chain))
         if "not" in comb:
             out += self.expand(loc.child("not"), chain)
         if "if" in comb and ("then" in comb or "else" in comb):
@@ -348,11 +403,21 @@ class Expander:
                 yield make({low: kw[high] + 1}, kind)
         if "pattern" in kw:
             yield make({"~not-pattern": [kw["pattern"]]}, "string")
+        if isinstance(kw.get("format"), str) and format_regex(kw["format"]) is not None:
+            yield make({"~not-format": [kw["format"]]}, "string")
         if "items" in kw and "prefixItems" not in kw:
             sub = facet.sub("items")
             yield make({"contains": Loc({"not": sub.node}, sub.pointer, sub.base)}, "array")
-        if kw.get("additionalProperties") is False and not kw.get("properties") and not kw.get("patternProperties"):
-            yield make({"minProperties": 1}, "object")
+        if "additionalProperties" in kw:
+            sub = facet.sub("additionalProperties")
+            failing = None if sub.node is False else Loc({"not": sub.node}, sub.pointer, sub.base)
+            witness = {
+                "names": list(kw.get("properties") or {}),
+                "patterns": list(kw.get("patternProperties") or {}),
+                "not": failing,
+            }
+            if sub.node is not True and sub.node != {}:
+                yield make({"~extra-witness": witness}, "object")
         handled = {
             "type",
             "enum",
@@ -372,12 +437,32 @@ class Expander:
             handled.add("items")
         if kw.get("uniqueItems") is False:
             handled.add("uniqueItems")
-        if kw.get("additionalProperties") is False and not kw.get("patternProperties"):
-            if not kw.get("properties"):
-                handled.add("additionalProperties")
+        handled.add("additionalProperties")
+        if isinstance(kw.get("format"), str) and kw["format"] not in UNSUPPORTED:
+            handled.add("format")  # supported ones are negated above; unknown ones assert nothing
         for key in kw:
             if key not in handled and not key.startswith("~"):
                 self.ctx.relax(facet.pointer(key), keyword, f"cannot negate {key!r}")
+
+
+def _part_key(part: Facet | RefFacet) -> tuple[object, ...]:
+    if isinstance(part, RefFacet):
+        return ("ref", part.target.pointer, id(part.target.node))
+    if part.positive:
+        return ("facet", part.loc.pointer, id(part.loc.node))
+    return ("synthetic", id(part))
+
+
+def _unique_parts(alt: Alternative) -> Alternative:
+    """``alt`` without repeated conjuncts (the same node reached twice)."""
+    seen: set[tuple[object, ...]] = set()
+    out = []
+    for part in alt:
+        key = _part_key(part)
+        if key not in seen:
+            seen.add(key)
+            out.append(part)
+    return tuple(out)
 
 
 def _required(alt: Alternative) -> set[str]:
@@ -386,6 +471,35 @@ def _required(alt: Alternative) -> set[str]:
         if isinstance(part, Facet):
             out |= {n for n in part.kw.get("required") or [] if isinstance(n, str)}
     return out
+
+
+def _ignore(pointer: str, keyword: str, message: str) -> None:
+    """Relaxation callback for analysis only: an unsupported keyword just proves nothing."""
+    raise SchemaError(message, pointer, keyword)
+
+
+def _member_locs(alt: Alternative, name: str) -> list[Loc]:
+    """Every subschema the parts of ``alt`` apply to the member ``name``."""
+    locs: list[Loc] = []
+    for part in alt:
+        if not isinstance(part, Facet):
+            continue
+        kw = part.kw
+        matched = False
+        if name in (kw.get("properties") or {}):
+            locs.append(part.sub("properties", name))
+            matched = True
+        for pattern in kw.get("patternProperties") or {}:
+            try:
+                hit = re.search(pattern, name) is not None
+            except re.error:
+                continue
+            if hit:
+                locs.append(part.sub("patternProperties", pattern))
+                matched = True
+        if not matched and "additionalProperties" in kw:
+            locs.append(part.sub("additionalProperties"))
+    return locs
 
 
 def _forbidden(alt: Alternative, name: str) -> bool:

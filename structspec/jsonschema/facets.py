@@ -70,6 +70,8 @@ ASSERTIONS = {
     "unevaluatedItems",
     "~not-enum",
     "~not-pattern",
+    "~extra-witness",
+    "~not-format",
 }
 
 
@@ -118,6 +120,7 @@ class RefFacet:
 
     target: Loc
     chain: frozenset[str]
+    source: Loc  # the node holding the ``$ref``
 
     def types(self) -> frozenset[str]:
         return ATOMS

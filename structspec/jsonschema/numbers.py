@@ -224,10 +224,8 @@ def fraction_bounds(lower: list[Bound], upper: list[Bound]) -> tuple[Fraction | 
                     return None
                 neighbour = math.nextafter(f, -math.inf if up else math.inf)
                 mid = (Fraction(neighbour) + Fraction(f)) / 2
-                if up:
-                    t = Fraction(math.floor(mid * scale) + 1, scale)
-                else:
-                    t = Fraction(math.ceil(mid * scale) - 1, scale)
+                step = math.floor(mid * scale) + 1 if up else math.ceil(mid * scale) - 1
+                t = Fraction(step, scale)
             if up:
                 lo = t if lo is None else max(lo, t)
             else:

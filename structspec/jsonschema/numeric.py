@@ -140,9 +140,16 @@ def _listed_integers(
     return [str(i) for i in range(low, high + 1) if all(host.is_valid(i, f.loc) for _, f in divisors)]
 
 
-def _fractions(host: NumberHost, facets: list[Facet], types: frozenset[str], lower: list[Bound],
-               upper: list[Bound], divisors: list[tuple[int | float, Facet]],
-               excluded: list[int | float], name: str) -> MaybeExpr:
+def _fractions(
+    host: NumberHost,
+    facets: list[Facet],
+    types: frozenset[str],
+    lower: list[Bound],
+    upper: list[Bound],
+    divisors: list[tuple[int | float, Facet]],
+    excluded: list[int | float],
+    name: str,
+) -> MaybeExpr:
     """Spellings with a fraction part (and, when unbounded, an exponent)."""
     pointer = facets[0].loc.pointer
     if divisors:

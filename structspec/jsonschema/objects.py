@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any, Protocol
 
-from structspec.jsonschema.builder import GrammarBuilder, emit_graph
+from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema.encoding import QUOTE, json_string_literal
 from structspec.jsonschema.facets import Facet
 from structspec.jsonschema.resolve import Loc
@@ -29,6 +29,7 @@ from structspec.regex_automaton import (
     dfa_from_strings,
     dfa_length,
     emit_dfa,
+    emit_graph,
     intersect,
     union,
 )
@@ -80,18 +81,39 @@ def object_expr(host: ObjectHost, facets: list[Facet], name: str) -> MaybeExpr:
     name_locs = [f.sub("propertyNames") for f in facets if "propertyNames" in f.kw]
     ws = host.ws if host.ws is not None else EMPTY
     colon = seq(ws, Lit(":"), ws)
-    entries: list[tuple[MaybeExpr, bool]] = []
+    witness_spec = _witness_spec(host, facets)
+    entries: list[tuple[MaybeExpr, bool, MaybeExpr]] = []
     for key in known:
         value: MaybeExpr = None
+        proof: MaybeExpr = None
         if all(host.is_valid(key, loc) for loc in name_locs):
             locs = [loc for f in facets for loc in _member_locs(host, f, key)]
             value = host.value_rule(locs, f"{name}-{key}")
+            if witness_spec is not None and _outside(witness_spec, key):
+                failing = witness_spec["not"]
+                proof = value if failing is None else host.value_rule([*locs, failing], f"{name}-{key}-witness")
         if key in required and value is None:
             return None
-        entries.append((seq(json_string_literal(key), colon, value), key in required))
-    extra = _extra_members(host, facets, known, name_locs, name, colon)
-    body = _members(host.builder, entries, extra, min_p, max_p, seq(ws, Lit(","), ws), name)
+        label = seq(json_string_literal(key), colon)
+        entries.append((seq(label, value), key in required, seq(label, proof)))
+    extra, witness = _extra_members(host, facets, known, name_locs, name, colon, witness_spec)
+    sep = seq(ws, Lit(","), ws)
+    body = _members(host.builder, entries, extra, witness, witness_spec is not None, min_p, max_p, sep, name)
     return seq(Lit("{"), ws, body, ws, Lit("}"))
+
+
+def _outside(spec: dict[str, Any], key: str) -> bool:
+    """Whether ``key`` is one the negated ``additionalProperties`` applied to."""
+    return key not in spec["names"] and not any(re.search(p, key) for p in spec["patterns"])
+
+
+def _witness_spec(host: ObjectHost, facets: list[Facet]) -> dict[str, Any] | None:
+    """The ``~extra-witness`` demand (from negating ``additionalProperties``): some member
+    outside the named properties and patterns whose value fails the schema."""
+    specs = [f for f in facets if "~extra-witness" in f.kw]
+    if len(specs) > 1:
+        host.relax(specs[1].loc.pointer, "not", "two negated 'additionalProperties' at once")
+    return specs[0].kw["~extra-witness"] if specs else None
 
 
 def _member_locs(host: ObjectHost, facet: Facet, key: str) -> list[Loc]:
@@ -122,8 +144,10 @@ def _extra_members(
     name_locs: list[Loc],
     name: str,
     colon: MaybeExpr,
-) -> MaybeExpr:
-    """Members whose names are not declared, one branch per distinct value constraint."""
+    witness: dict[str, Any] | None,
+) -> tuple[MaybeExpr, MaybeExpr]:
+    """Members whose names are not declared (one branch per distinct value constraint), and
+    the subset of them that can serve as ``witness``."""
     patterns: list[tuple[int, str]] = []
     for i, f in enumerate(facets):
         patterns += [(i, p) for p in f.kw.get("patternProperties") or {}]
@@ -148,24 +172,41 @@ def _extra_members(
             key = tuple(loc.pointer for loc in locs)
             groups.setdefault(key, []).append(chosen)
             group_locs[key] = locs
-    if not groups:
-        return None
+    branches: list[MaybeExpr] = []
+    proofs: list[MaybeExpr] = []
     try:
         names_dfa = _names_dfa(host, name_locs)
-        branches: list[MaybeExpr] = []
         every = len(groups) == 1 and len(next(iter(groups.values()))) == 2 ** len(patterns)
         for index, (key, subsets) in enumerate(groups.items()):
             keys = _key_language(host, patterns, subsets, every, names_dfa, known)
-            if keys is None or keys.empty:
+            if keys.empty:
                 continue
             suffix = "additional" if not key else f"extra-{index + 1}"
             value = host.value_rule(group_locs[key], f"{name}-{suffix}")
             key_expr = host.builder.rule(f"{name}-{suffix}-key", _key_expr(host, keys, f"{name}-{suffix}-key"))
             branches.append(seq(QUOTE, key_expr, QUOTE, colon, value))
+            if witness is not None:
+                proofs.append(_witness_member(host, witness, keys, group_locs[key], f"{name}-{suffix}", colon))
     except (TooComplexError, RegexError) as exc:
         host.relax(facets[0].loc.pointer, "patternProperties", f"property names: {exc}")
+        return None, None
+    extra = host.builder.rule(f"{name}-member", alt(*branches))
+    return extra, host.builder.rule(f"{name}-witness", alt(*proofs))
+
+
+def _witness_member(
+    host: ObjectHost, witness: dict[str, Any], keys: DFA, locs: list[Loc], name: str, colon: MaybeExpr
+) -> MaybeExpr:
+    """Members of one group whose name avoids the witness's patterns and whose value fails
+    the negated ``additionalProperties`` schema."""
+    for pattern in witness["patterns"]:
+        keys = intersect(keys, complement(pattern_language(pattern).dfa()))
+    if keys.empty:
         return None
-    return host.builder.rule(f"{name}-member", alt(*branches))
+    value_locs = locs + ([witness["not"]] if witness["not"] is not None else [])
+    value = host.value_rule(value_locs, f"{name}-witness-value")
+    key_expr = host.builder.rule(f"{name}-witness-key", _key_expr(host, keys, f"{name}-witness-key"))
+    return seq(QUOTE, key_expr, QUOTE, colon, value)
 
 
 def _names_dfa(host: ObjectHost, name_locs: list[Loc]) -> DFA | None:
@@ -222,48 +263,65 @@ def _key_expr(host: ObjectHost, keys: DFA, base: str) -> MaybeExpr:
 
 def _members(
     builder: GrammarBuilder,
-    entries: list[tuple[MaybeExpr, bool]],
+    entries: list[tuple[MaybeExpr, bool, MaybeExpr]],
     extra: MaybeExpr,
+    witness: MaybeExpr,
+    needs_witness: bool,
     min_p: int,
     max_p: int | None,
     sep: MaybeExpr,
     name: str,
 ) -> MaybeExpr:
-    """Comma-separated members: entries in order (each optional unless required), then any
-    number of extra members, with the member count kept within ``[min_p, max_p]``."""
+    """Comma-separated members: entries in order (each optional unless required), then extra
+    members; the count stays in ``[min_p, max_p]`` and, when ``needs_witness``, some entry or
+    extra member must be a witness (its witness form: ``entries[i][2]`` or ``witness``).
+
+    States: ``(i, c, w)`` while placing entry ``i`` with ``c`` members so far and ``w`` "witness
+    seen", then ``("x", c, e, w)`` with ``e`` extra members (saturating)."""
     cap = max_p if max_p is not None else max(min_p, 1)
     n = len(entries)
     edges: dict[object, list[tuple[MaybeExpr, object]]] = {}
     accept: set[object] = set()
-    start = (0, 0)
+    start: tuple[object, ...] = (0, 0, not needs_witness)
     todo = [start]
     seen = {start}
 
-    def go(state: object, label: MaybeExpr, target: object) -> None:
+    def go(state: object, label: MaybeExpr, target: tuple[object, ...]) -> None:
+        if label is None:
+            return
         edges.setdefault(state, []).append((label, target))
         if target not in seen:
             seen.add(target)
             todo.append(target)
 
-    end = ("end",)
     while todo:
         state = todo.pop()
         edges.setdefault(state, [])
-        if state == end:
-            accept.add(end)
-            continue
-        i, c = state  # type: ignore[misc]
-        lead = sep if c else EMPTY
-        if i < n:
-            member, needed = entries[i]
-            if member is not None and (max_p is None or c < max_p):
-                go(state, seq(lead, member), (i + 1, min(c + 1, cap)))
+        if state[0] != "x":
+            i, c, w = state
+            assert isinstance(i, int) and isinstance(c, int)
+            lead = sep if c else EMPTY
+            if i >= n:
+                go(state, EMPTY, ("x", c, 0, w))
+                continue
+            member, needed, proof = entries[i]
+            if max_p is None or c < max_p:
+                after = min(c + 1, cap)
+                go(state, seq(lead, member), (i + 1, after, w))
+                if not w:
+                    go(state, seq(lead, proof), (i + 1, after, True))
             if not needed:
-                go(state, EMPTY, (i + 1, c))
+                go(state, EMPTY, (i + 1, c, w))
             continue
-        if c >= min_p:
+        _, c, e, w = state
+        assert isinstance(c, int) and isinstance(e, int)
+        if c + min(e, 1) >= min_p and w:
             accept.add(state)
-        if extra is not None and (max_p is None or c < max_p) and c + 1 >= min_p:
-            limit = None if max_p is None else max_p - c - 1
-            go(state, seq(lead, extra, rep(seq(sep, extra), 0, limit)), end)
+        if max_p is not None and c + e >= max_p:
+            continue
+        lead = sep if c + e else EMPTY
+        grown = e + 1 if max_p is not None else min(e + 1, 1)
+        go(state, seq(lead, extra), ("x", c, grown, w))
+        if not w:
+            go(state, seq(lead, witness), ("x", c, grown, True))
     return emit_graph(edges, accept, start, builder, f"{name}-rest")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from structspec.jsonschema.builder import GrammarBuilder
+from structspec.jsonschema.builder import GrammarBuilder, counted
 from structspec.jsonschema.encoding import CONTROLS, QUOTE, canonical_char
 from structspec.jsonschema.facets import Facet
 from structspec.jsonschema.formats import UNSUPPORTED, format_regex
@@ -43,9 +43,10 @@ class StringSpec:
     formats: list[tuple[str, str]] = field(default_factory=list)  # (name, pointer)
     excluded: set[str] = field(default_factory=set)
     negated: list[tuple[str, str]] = field(default_factory=list)  # (regex, pointer)
+    negated_formats: list[tuple[str, str]] = field(default_factory=list)  # (name, pointer)
 
     def free(self) -> bool:
-        return not (self.patterns or self.formats or self.excluded or self.negated)
+        return not (self.patterns or self.formats or self.excluded or self.negated or self.negated_formats)
 
 
 class StringHost(RuleSink, Protocol):
@@ -77,6 +78,7 @@ def spec_from_facets(facets: list[Facet], relax: Callable[[str, str, str], None]
                 relax(f.pointer("format"), "format", f"format {name!r} is not supported")
         spec.excluded |= {v for v in kw.get("~not-enum", ()) if isinstance(v, str)}
         spec.negated += [(p, f.pointer("pattern")) for p in kw.get("~not-pattern", ())]
+        spec.negated_formats += [(n, f.pointer("format")) for n in kw.get("~not-format", ())]
     return spec
 
 
@@ -116,7 +118,7 @@ def string_content(host: StringHost, spec: StringSpec, name: str) -> MaybeExpr:
     if high is not None and high < low:
         return None
     if spec.free():
-        return rep(host.char_rule(), low, high)
+        return counted(host.builder, host.char_rule(), low, high)
     try:
         languages = _languages(spec)
     except RegexError as exc:
@@ -151,7 +153,9 @@ def _languages(spec: StringSpec) -> list[PatternLanguage]:
 
 def _direct(languages: list[PatternLanguage], spec: StringSpec) -> MaybeExpr:
     """An expression when one language with no exclusions suffices; else ``None``."""
-    if len(languages) != 1 or spec.excluded or spec.negated or languages[0].expr is None:
+    if len(languages) != 1 or spec.excluded or spec.negated or spec.negated_formats:
+        return None
+    if languages[0].expr is None:
         return None
     expr: Expr = languages[0].expr
     low, high = spec.min_len, spec.max_len
@@ -179,13 +183,16 @@ def string_automaton(spec: StringSpec, languages: list[PatternLanguage] | None =
     low, high = spec.min_len, spec.max_len
     if dfa is None:
         dfa = dfa_length(low, high)
-    elif low > 0 or high is not None:
-        if not dfa.empty:
-            have_low, have_high = length_bounds(dfa)
-            if have_low < low or (high is not None and (have_high is None or have_high > high)):
-                dfa = intersect(dfa, dfa_length(low, high))
+    elif (low > 0 or high is not None) and not dfa.empty:
+        have_low, have_high = length_bounds(dfa)
+        if have_low < low or (high is not None and (have_high is None or have_high > high)):
+            dfa = intersect(dfa, dfa_length(low, high))
     if spec.excluded:
         dfa = difference(dfa, dfa_from_strings(spec.excluded))
     for pattern, _ in spec.negated:
         dfa = difference(dfa, pattern_language(pattern).dfa())
+    for fmt, _ in spec.negated_formats:
+        regex = format_regex(fmt)
+        assert regex is not None
+        dfa = difference(dfa, pattern_language(regex, search=False).dfa())
     return dfa

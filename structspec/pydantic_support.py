@@ -1,0 +1,61 @@
+"""Pydantic (v2) models as JSON Schema, and checking generated text against the model.
+
+``model_schema`` is what ``Grammar.from_pydantic`` converts: the model's validation-mode JSON
+Schema, with ``$defs`` for nested models (so recursive models stay recursive) and ``oneOf`` plus
+a ``const`` discriminator for discriminated unions, which the converter proves disjoint.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from structspec.errors import StructspecError
+
+try:
+    import pydantic
+except ImportError:  # pragma: no cover - pydantic is a runtime dependency
+    pydantic = None  # type: ignore[assignment]
+
+ModelT = TypeVar("ModelT")
+
+
+class InstanceValidationError(StructspecError, ValueError):
+    """Text that does not validate against a Pydantic model.
+
+    Attributes:
+        errors: pydantic's error list (``loc``, ``msg``, ``type`` ... per problem).
+    """
+
+    def __init__(self, model: type, errors: list[dict[str, Any]]) -> None:
+        self.errors = errors
+        lines = [
+            f"  {'.'.join(str(p) for p in e.get('loc', ())) or '<root>'}: {e.get('msg', '')}"
+            for e in errors
+        ]
+        super().__init__(f"text does not validate as {model.__name__}:\n" + "\n".join(lines))
+
+
+def _require_model(model_cls: Any) -> type:
+    if pydantic is None:
+        raise ImportError("pydantic (v2) is required for Pydantic support")
+    if not (isinstance(model_cls, type) and issubclass(model_cls, pydantic.BaseModel)):
+        raise TypeError(f"expected a pydantic BaseModel subclass, got {model_cls!r}")
+    return model_cls
+
+
+def model_schema(model_cls: type) -> dict[str, Any]:
+    """The JSON Schema (2020-12) pydantic validates ``model_cls`` instances against."""
+    model = _require_model(model_cls)
+    schema = model.model_json_schema(mode="validation")
+    return json.loads(json.dumps(schema))
+
+
+def validate_instance(model_cls: type[ModelT], text: str | bytes) -> ModelT:
+    """Parse and validate ``text`` as ``model_cls``; raises :class:`InstanceValidationError`
+    carrying pydantic's error details."""
+    model = _require_model(model_cls)
+    try:
+        return model.model_validate_json(text)  # type: ignore[return-value]
+    except pydantic.ValidationError as exc:
+        raise InstanceValidationError(model, exc.errors(include_url=False)) from None

@@ -1,0 +1,71 @@
+"""``structspec convert``: GBNF on stdout, clear one-line errors on stderr with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from structspec.cli import main
+from structspec.grammar import Grammar
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    status = main(["convert", *args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_schema_file_to_gbnf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}}}))
+    status, out, err = run([str(path), "--whitespace", "flexible"], capsys)
+    assert status == 0 and not err
+    assert out.startswith("root ::=") and "root-n" in out
+    assert Grammar.from_gbnf(out).matches('{ "n": 7 }')
+
+
+def test_unsupported_schema_names_pointer_and_keyword(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"properties": {"t": {"type": "array", "uniqueItems": True}}}))
+    status, out, err = run([str(path)], capsys)
+    assert status == 2 and not out
+    assert "#/properties/t/uniqueItems (uniqueItems)" in err and "Traceback" not in err
+    status, out, err = run([str(path), "--no-strict"], capsys)
+    assert status == 0 and out and "uniqueItems" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--regex", "(a)\\1"], "backreferences"),
+        (["missing.json"], "missing.json"),
+        (["--pydantic", "nomodule"], "MODULE:CLASS"),
+        (["--pydantic", "json:JSONDecoder"], "BaseModel"),
+    ],
+)
+def test_bad_input_exits_2_without_traceback(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(args, capsys)
+    assert status == 2 and not out
+    assert message in err and "Traceback" not in err
+
+
+def test_regex_and_pydantic(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    status, out, _ = run(["--regex", "^[a-c]{2}$"], capsys)
+    assert status == 0 and Grammar.from_gbnf(out).matches("ab")
+    module = tmp_path / "cli_models.py"
+    module.write_text(textwrap.dedent("""
+        from pydantic import BaseModel
+        class Item(BaseModel):
+            name: str
+            count: int = 0
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    status, out, _ = run(["--pydantic", "cli_models:Item"], capsys)
+    assert status == 0 and Grammar.from_gbnf(out).matches('{"name":"x","count":2}')
+    sys.modules.pop("cli_models", None)

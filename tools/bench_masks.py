@@ -1,0 +1,433 @@
+"""Token-mask benchmark: MaskBench instances replayed token by token through structspec and its peers.
+
+    python tools/bench_masks.py --sample 30 [--slow-sample 5] [--seed 0] [--engines structspec,llguidance]
+                                [--max-tokens 1000] [--schema-budget-s 120] [--json out.json]
+
+A stratified sample of MaskBench schemas (`../shared/assets/jsonschemabench/maskbench`, only
+schemas with a valid instance) is compiled by every engine; each valid instance, serialized
+compactly (`json.dumps(data, separators=(",", ":"), ensure_ascii=False)`) and tokenized with the
+Llama-3 tokenizer, is replayed: before each token the engine computes its mask (timed), the
+token must be allowed and accepted, and after the last one the grammar must accept.
+
+Reported per engine: per-token mask time p50/p90/p99/max; compile time and time-to-first-mask
+(compile + first mask of a fresh matcher) p50/p99; pass rate (% of valid instances whose tokens
+were all allowed and accepted, then accepted as complete unless cut at `--max-tokens`; compile
+failures and time-outs count as failures); memory per compiled grammar: the growth of the
+process's resident set (RSS) while all its compiled grammars and their caches are held, divided
+by their number. Each engine runs in its own fresh process, on one thread (OMP/MKL/rayon at 1,
+`torch.set_num_threads(1)`, each peer's own settings, see tools/peers). transformers-cfg and
+lm-format-enforcer (pure Python) get only the first `--slow-sample` schemas of the same sample.
+
+structspec's grammars come from `structspec.jsonschema.schema_to_gbnf` (strict unless
+`--relaxed`); without that module every schema is replaced by the generic `grammars/json.gbnf`,
+and the report says so. Its mask is `Matcher.fill_bitmask` into a preallocated int32 row, as the
+peers write theirs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from _assets import compact_json, load_case, maskbench_files, require_assets, stratified_sample
+from _assets import tokenizer_dir as find_tokenizer_dir
+from peers import PEER_NAMES, Peer, PeerCompileError, PeerGrammar, available_peers, make_peer, pin_single_thread
+from peers.base import BitmaskMatcher
+
+REPO = Path(__file__).resolve().parents[1]
+JSON_GBNF = REPO / "grammars" / "json.gbnf"
+SLOW_ENGINES = ("transformers-cfg", "lm-format-enforcer")
+REFERENCES = ("llguidance", "xgrammar")
+
+
+# -- structspec behind the peer interface -------------------------------------------------------
+
+
+class StructspecMatcher(BitmaskMatcher):
+    """A structspec `Matcher` filling a preallocated int32 bitmask row."""
+
+    def __init__(self, matcher: Any, vocab_size: int) -> None:
+        import torch
+
+        super().__init__(vocab_size)
+        self._matcher = matcher
+        self._row = torch.from_numpy(self._bitmask).unsqueeze(0)  # shares the peer's buffer
+
+    def compute_mask(self) -> None:
+        self._matcher.fill_bitmask(self._row, 0)
+
+    def accept_token(self, token_id: int) -> bool:
+        return self._matcher.accept_token(token_id)
+
+    def is_accepting(self) -> bool:
+        return self._matcher.is_accepting()
+
+
+class StructspecGrammar(PeerGrammar):
+    """A `structspec.CompiledGrammar`."""
+
+    def __init__(self, peer: Peer, compiled: Any, compile_seconds: float) -> None:
+        super().__init__(peer, compile_seconds)
+        self.compiled = compiled
+
+    def matcher(self) -> StructspecMatcher:
+        return StructspecMatcher(self.compiled.matcher(), self.peer.vocab_size)
+
+
+class StructspecPeer(Peer):
+    """structspec over the same tokenizer; compile time covers schema conversion, GBNF
+    compilation and binding to the vocabulary (the vocabulary itself is built once)."""
+
+    name = "structspec"
+
+    def __init__(self, tokenizer: Any, relaxed: bool) -> None:
+        from structspec import Vocabulary
+
+        super().__init__(tokenizer)
+        self.vocabulary = Vocabulary.from_tokenizer(tokenizer, vocab_size=self.vocab_size)
+        self._relaxed = relaxed
+
+    def compile_json_schema(self, schema: dict) -> StructspecGrammar:
+        start = time.perf_counter()
+        if not has_schema_converter():
+            return self._compile(JSON_GBNF.read_text(encoding="utf-8"), start)
+        from structspec import SchemaError
+        from structspec.jsonschema import schema_to_gbnf
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                gbnf = schema_to_gbnf(schema, strict=not self._relaxed)
+        except SchemaError as exc:
+            raise PeerCompileError(self.name, str(exc)) from exc
+        return self._compile(gbnf, start)
+
+    def compile_gbnf(self, text: str) -> StructspecGrammar:
+        return self._compile(text, time.perf_counter())
+
+    def _compile(self, gbnf: str, start: float) -> StructspecGrammar:
+        import structspec
+
+        try:
+            grammar = structspec.Grammar.from_gbnf(gbnf)
+        except structspec.GrammarError as exc:
+            raise PeerCompileError(self.name, str(exc)) from exc
+        compiled = structspec.compile(grammar, self.vocabulary)
+        return StructspecGrammar(self, compiled, time.perf_counter() - start)
+
+
+def has_schema_converter() -> bool:
+    """Whether `structspec.jsonschema.schema_to_gbnf` exists."""
+    try:
+        return importlib.util.find_spec("structspec.jsonschema") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+# -- one engine, in its own process -------------------------------------------------------------
+
+
+@dataclass
+class SchemaResult:
+    """What one engine did with one schema."""
+
+    name: str
+    compiled: bool
+    compile_s: float | None = None
+    first_mask_s: float | None = None
+    instances: dict[str, int] = field(default_factory=dict)  # status -> count
+    error: str = ""
+
+
+@dataclass
+class EngineResult:
+    """Everything one engine measured."""
+
+    engine: str
+    schemas: list[SchemaResult] = field(default_factory=list)
+    mask_s: list[float] = field(default_factory=list)
+    rss_bytes_per_grammar: float | None = None
+    setup_s: float = 0.0
+    note: str = ""
+
+
+def run_engine(engine: str, files: list[str], tokenizer: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Compile and replay every schema of `files` with `engine` (called in a fresh process);
+    returns the `EngineResult` as a dict."""
+    pin_single_thread()
+    start = time.perf_counter()
+    if engine == "structspec":
+        from peers.tokens import load_tokenizer
+
+        peer: Peer = StructspecPeer(load_tokenizer(tokenizer), args["relaxed"])
+    else:
+        peer = make_peer(engine, tokenizer, compile_timeout_s=args["compile_timeout_s"])
+    result = EngineResult(engine, setup_s=time.perf_counter() - start)
+    held: list[PeerGrammar] = []
+    gc.collect()
+    rss_before = _rss_bytes()
+    for path in files:
+        outcome, grammar = _run_schema(peer, Path(path), args, result.mask_s)
+        result.schemas.append(outcome)
+        if grammar is not None:
+            held.append(grammar)
+    gc.collect()
+    rss_after = _rss_bytes()
+    if held and rss_before is not None and rss_after is not None:
+        result.rss_bytes_per_grammar = (rss_after - rss_before) / len(held)
+    return asdict(result)
+
+
+def _run_schema(
+    peer: Peer, path: Path, args: dict[str, Any], mask_s: list[float]
+) -> tuple[SchemaResult, PeerGrammar | None]:
+    case = load_case(path)
+    texts = [compact_json(instance.data) for instance in case.instances if instance.valid]
+    outcome = SchemaResult(case.name, compiled=False)
+    try:
+        grammar = peer.compile_json_schema(case.schema)
+    except PeerCompileError as exc:
+        outcome.error = exc.reason[:200]
+        outcome.instances = {"compile error": len(texts)}
+        return outcome, None
+    outcome.compiled = True
+    outcome.compile_s = grammar.compile_seconds
+    deadline = time.perf_counter() + args["schema_budget_s"]
+    for index, text in enumerate(texts):
+        if time.perf_counter() > deadline:
+            status = "time-out"
+        else:
+            status = _replay(grammar, peer.encode(text), args["max_tokens"], mask_s, deadline, outcome, index == 0)
+        outcome.instances[status] = outcome.instances.get(status, 0) + 1
+    return outcome, grammar
+
+
+def _replay(
+    grammar: PeerGrammar,
+    tokens: list[int],
+    max_tokens: int,
+    mask_s: list[float],
+    deadline: float,
+    outcome: SchemaResult,
+    first: bool,
+) -> str:
+    """Replay one instance (its first `max_tokens` tokens); returns its status. The first
+    instance's first mask also gives the time to first mask."""
+    start = time.perf_counter()
+    matcher = grammar.matcher()
+    created = time.perf_counter() - start
+    for step, token in enumerate(tokens[:max_tokens]):
+        start = time.perf_counter()
+        matcher.compute_mask()
+        elapsed = time.perf_counter() - start
+        mask_s.append(elapsed)
+        if first and step == 0:
+            outcome.first_mask_s = created + elapsed
+        if not matcher.mask_allows(token):
+            return "masked"
+        if not matcher.accept_token(token):
+            return "mask allowed, accept refused"
+        if time.perf_counter() > deadline:
+            return "time-out"
+    if len(tokens) > max_tokens:
+        return "pass"  # truncated: every replayed token was allowed
+    return "pass" if matcher.is_accepting() else "not complete"
+
+
+def _rss_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+# -- summary and table --------------------------------------------------------------------------
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def summarize(result: EngineResult) -> dict[str, Any]:
+    """The reported figures of one engine (seconds and bytes; None where nothing was measured)."""
+    compiled = [s for s in result.schemas if s.compiled]
+    compile_s = [s.compile_s for s in compiled if s.compile_s is not None]
+    first_mask = [s.compile_s + s.first_mask_s for s in compiled if s.first_mask_s is not None]
+    statuses: dict[str, int] = {}
+    for schema in result.schemas:
+        for status, count in schema.instances.items():
+            statuses[status] = statuses.get(status, 0) + count
+    total = sum(statuses.values())
+    return {
+        "schemas": len(result.schemas),
+        "compiled": len(compiled),
+        "instances": total,
+        "passed": statuses.get("pass", 0),
+        "pass_rate": statuses.get("pass", 0) / total if total else None,
+        "statuses": statuses,
+        "tokens": len(result.mask_s),
+        "mask_p50": _quantile(result.mask_s, 0.5),
+        "mask_p90": _quantile(result.mask_s, 0.9),
+        "mask_p99": _quantile(result.mask_s, 0.99),
+        "mask_max": max(result.mask_s, default=None),
+        "mask_mean": statistics.fmean(result.mask_s) if result.mask_s else None,
+        "compile_p50": _quantile(compile_s, 0.5),
+        "compile_p99": _quantile(compile_s, 0.99),
+        "ttfm_p50": _quantile(first_mask, 0.5),
+        "ttfm_p99": _quantile(first_mask, 0.99),
+        "rss_per_grammar": result.rss_bytes_per_grammar,
+        "setup_s": result.setup_s,
+        "note": result.note,
+    }
+
+
+def _time(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f}µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f}ms"
+    return f"{seconds:.2f}s"
+
+
+def _bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 2**20:.1f}MiB" if abs(value) >= 2**20 else f"{value / 2**10:.0f}KiB"
+
+
+TIME_COLUMNS = {
+    "mask_p50": "mask p50",
+    "mask_p90": "p90",
+    "mask_p99": "p99",
+    "mask_max": "max",
+    "compile_p50": "compile p50",
+    "ttfm_p50": "TTFM p50",
+    "ttfm_p99": "TTFM p99",
+}
+
+
+def table(summaries: dict[str, dict[str, Any]]) -> str:
+    """Side-by-side table, then each engine's ratios to llguidance and xgrammar."""
+    heads = ["pass", "tokens", *TIME_COLUMNS.values(), "mem/grammar"]
+    lines = [f"{'engine':19} {'compiled':>8} " + " ".join(f"{h:>11}" for h in heads)]
+    for engine, s in summaries.items():
+        rate = f"{100 * s['pass_rate']:.0f}% {s['passed']}/{s['instances']}" if s["pass_rate"] is not None else "-"
+        cells = [rate, str(s["tokens"]), *(_time(s[c]) for c in TIME_COLUMNS), _bytes(s["rss_per_grammar"])]
+        lines.append(f"{engine:19} {s['compiled']:>3}/{s['schemas']:<4} " + " ".join(f"{c:>11}" for c in cells))
+    for reference in REFERENCES:
+        base = summaries.get(reference)
+        others = [engine for engine in summaries if engine != reference]
+        if base is None or not others:
+            continue
+        lines += [
+            "",
+            f"ratio to {reference} (>1: slower)",
+            f"{'engine':28} " + " ".join(f"{h:>11}" for h in TIME_COLUMNS.values()),
+        ]
+        for engine in others:
+            pairs = [(summaries[engine][c], base[c]) for c in TIME_COLUMNS]
+            cells = [f"{ours / theirs:.3g}x" if ours is not None and theirs else "-" for ours, theirs in pairs]
+            lines.append(f"{engine:28} " + " ".join(f"{c:>11}" for c in cells))
+    return "\n".join(lines)
+
+
+# -- command line -------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sample", type=int, default=30, help="schemas (stratified over MaskBench subsets)")
+    parser.add_argument("--slow-sample", type=int, default=5, help="schemas for transformers-cfg, lm-format-enforcer")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--engines", default=None, help="comma-separated; default: structspec and every installed peer")
+    parser.add_argument("--max-tokens", type=int, default=1000, help="tokens replayed per instance")
+    parser.add_argument("--schema-budget-s", type=float, default=120.0, help="replay time per schema and engine")
+    parser.add_argument("--compile-timeout-s", type=float, default=60.0, help="outlines-core index build limit")
+    parser.add_argument("--relaxed", action="store_true", help="structspec: approximate unsupported keywords")
+    parser.add_argument("--tokenizer", default="llama3")
+    parser.add_argument("--json", type=Path, default=None, help="write every figure and per-schema result here")
+    args = parser.parse_args(argv)
+    known = ("structspec", *PEER_NAMES)
+    if args.engines is None:
+        args.engines = ["structspec", *available_peers()]
+    else:
+        args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+        unknown = [e for e in args.engines if e not in known]
+        if unknown:
+            parser.error(f"unknown engine(s) {', '.join(unknown)}; expected some of {', '.join(known)}")
+    return args
+
+
+def has_valid_instance(path: Path) -> bool:
+    """Whether a MaskBench file has a valid instance to replay."""
+    return any(instance.valid for instance in load_case(path).instances)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark and print the table."""
+    args = parse_args(argv)
+    pin_single_thread()
+    assets = require_assets()
+    tokenizer = str(find_tokenizer_dir(args.tokenizer, assets))
+    sample = [str(p) for p in stratified_sample(maskbench_files(assets), args.sample, args.seed, has_valid_instance)]
+    source = "structspec.jsonschema.schema_to_gbnf" + (" (relaxed)" if args.relaxed else " (strict)")
+    if not has_schema_converter():
+        source = "grammars/json.gbnf for every schema (no structspec.jsonschema: the schema is NOT enforced)"
+    print(f"MaskBench replay: {len(sample)} schemas (seed {args.seed}), tokenizer {args.tokenizer}, one thread")
+    print(f"slow engines ({', '.join(SLOW_ENGINES)}): first {args.slow_sample} schemas; structspec grammars: {source}")
+    options = {
+        "max_tokens": args.max_tokens,
+        "schema_budget_s": args.schema_budget_s,
+        "compile_timeout_s": args.compile_timeout_s,
+        "relaxed": args.relaxed,
+    }
+    context = multiprocessing.get_context("spawn")
+    summaries: dict[str, dict[str, Any]] = {}
+    results: dict[str, EngineResult] = {}
+    for engine in args.engines:
+        files = sample[: args.slow_sample] if engine in SLOW_ENGINES else sample
+        started = time.perf_counter()
+        with context.Pool(1) as pool:
+            raw = pool.apply(run_engine, (engine, files, tokenizer, options))
+        result = EngineResult(**{**raw, "schemas": [SchemaResult(**s) for s in raw["schemas"]]})
+        if engine in SLOW_ENGINES:
+            result.note = f"first {len(files)} schemas only"
+        results[engine] = result
+        summaries[engine] = summarize(result)
+        print(f"  {engine}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    print(table(summaries))
+    notes = [f"{e}: {s['note']}" for e, s in summaries.items() if s["note"]]
+    print("mem/gram: RSS growth while the engine's compiled grammars (with their caches) are held, per grammar")
+    if notes:
+        print("note: " + "; ".join(notes) + " (their ratios compare different samples)")
+    if args.json is not None:
+        payload = {
+            "command": " ".join(sys.argv),
+            "options": {**options, "sample": args.sample, "slow_sample": args.slow_sample, "seed": args.seed},
+            "structspec_grammars": source,
+            "files": sample,
+            "summaries": summaries,
+            "schemas": {engine: [asdict(s) for s in result.schemas] for engine, result in results.items()},
+        }
+        args.json.write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
