@@ -77,7 +77,15 @@ class Matcher:
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         """Write the mask into ``bitmask[row]`` (int32 ``[batch, ceil(vocab/32)]``, bit j of word i
         = token 32*i+j)."""
-        bitmask[row].copy_(torch.from_numpy(self.mask_words().view(np.int32)))
+        words = self.mask_words()
+        target = bitmask[row]
+        if target.shape[-1] < len(words):
+            raise ValueError(
+                f"bitmask rows hold {target.shape[-1]} words but the vocabulary needs {len(words)} "
+                f"(ceil({self.compiled.vocabulary.size} / 32))"
+            )
+        target[: len(words)].copy_(torch.from_numpy(words.view(np.int32)))
+        target[len(words) :].zero_()  # ids past the vocabulary (padded logits) are never allowed
 
     def apply_mask(self, logits: torch.Tensor) -> torch.Tensor:
         """Set forbidden tokens' logits to -inf in place (any device, dtype, trailing dim >= vocab)."""
