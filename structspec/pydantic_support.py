@@ -29,10 +29,7 @@ class InstanceValidationError(StructspecError, ValueError):
 
     def __init__(self, model: type, errors: list[dict[str, Any]]) -> None:
         self.errors = errors
-        lines = [
-            f"  {'.'.join(str(p) for p in e.get('loc', ())) or '<root>'}: {e.get('msg', '')}"
-            for e in errors
-        ]
+        lines = [f"  {'.'.join(str(p) for p in e.get('loc', ())) or '<root>'}: {e.get('msg', '')}" for e in errors]
         super().__init__(f"text does not validate as {model.__name__}:\n" + "\n".join(lines))
 
 

@@ -446,13 +446,14 @@ def emit_graph(
     start: Any,
     sink: RuleSink,
     base: str,
+    preset: dict[Any, str] | None = None,
 ) -> MaybeExpr:
     """GBNF for a graph whose edges are labelled with expressions (a regular structure).
 
     States entered from several places (or from a cycle through the start) become
     right-linear rules named after ``base``; the others are inlined into their only
-    predecessor, up to :data:`MAX_INLINE_DEPTH` levels. Parallel edges merge into one
-    alternation and a self-loop becomes ``label*``.
+    predecessor, up to :data:`MAX_INLINE_DEPTH` levels; ``preset`` names states that must be
+    rules. Parallel edges merge into one alternation and a self-loop becomes ``label*``.
     """
     merged: dict[Any, dict[Any, MaybeExpr]] = {}
     for state, out in edges.items():
@@ -468,7 +469,10 @@ def emit_graph(
             if target != state:
                 indegree[target] = indegree.get(target, 0) + 1
     named = [s for s in merged if (indegree.get(s, 0) >= 2 and merged[s]) or (s == start and indegree.get(s, 0))]
-    names: dict[Any, str] = {s: sink.fresh(f"{base}-{i + 1}") for i, s in enumerate(named)}
+    names: dict[Any, str] = dict(preset or {})
+    for s in named:
+        if s not in names:
+            names[s] = sink.fresh(f"{base}-{len(names) + 1}")
     bodies: dict[Any, MaybeExpr] = {s: (Lit("") if s in accept else None) for s, t in merged.items() if not t}
     depth: dict[Any, int] = dict.fromkeys(bodies, 0)
     order: list[Any] = []

@@ -101,9 +101,6 @@ class CharSet:
     def __sub__(self, other: CharSet) -> CharSet:
         return self & other.complement()
 
-    def size(self) -> int:
-        return sum(hi - lo + 1 for lo, hi in self.ranges)
-
     def single_char(self) -> str | None:
         """The only member as a string, when the set has exactly one member."""
         if len(self.ranges) == 1 and self.ranges[0][0] == self.ranges[0][1]:

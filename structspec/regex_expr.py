@@ -59,10 +59,6 @@ EMPTY = Lit("")
 MaybeExpr = Expr | None
 
 
-def lit(text: str) -> Expr:
-    return Lit(text)
-
-
 def chars(charset: CharSet) -> MaybeExpr:
     """One character of ``charset``; ``None`` when the set is empty."""
     if not charset:

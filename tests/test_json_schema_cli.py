@@ -59,12 +59,14 @@ def test_regex_and_pydantic(
     status, out, _ = run(["--regex", "^[a-c]{2}$"], capsys)
     assert status == 0 and Grammar.from_gbnf(out).matches("ab")
     module = tmp_path / "cli_models.py"
-    module.write_text(textwrap.dedent("""
+    module.write_text(
+        textwrap.dedent("""
         from pydantic import BaseModel
         class Item(BaseModel):
             name: str
             count: int = 0
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     status, out, _ = run(["--pydantic", "cli_models:Item"], capsys)
     assert status == 0 and Grammar.from_gbnf(out).matches('{"name":"x","count":2}')

@@ -55,8 +55,15 @@ def grammar_for(model: type[BaseModel]) -> Grammar:
 
 PEOPLE = [
     Person(name="Ann", age=31, pet=Cat(pet_type="cat", lives=3)),
-    Person(name="Bo \"B\"", age=0, score=1.5, color=Color.GREEN,
-           address=Address(street="Main 1", zip_code="12345"), pet=Dog(pet_type="dog"), tags=["x", "y"]),
+    Person(
+        name='Bo "B"',
+        age=0,
+        score=1.5,
+        color=Color.GREEN,
+        address=Address(street="Main 1", zip_code="12345"),
+        pet=Dog(pet_type="dog"),
+        tags=["x", "y"],
+    ),
 ]
 
 

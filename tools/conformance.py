@@ -105,6 +105,7 @@ def run_jobs(jobs: list[tuple[str, Any, list[tuple[Any, bool]], bool]], workers:
 
 # -- JSON-Schema-Test-Suite ---------------------------------------------------------------------
 
+
 def suite_jobs(root: Path, optional: bool, strict: bool) -> list[tuple[str, Any, list[tuple[Any, bool]], bool]]:
     files = sorted(root.glob("*.json"))
     if optional:
@@ -148,8 +149,7 @@ def _suite_row(items: list[Outcome]) -> list[int]:
 
 def _format_suite(name: str, row: list[int]) -> str:
     schemas, compiled, tests, agree, unsound = row
-    return (f"{name:<40} {schemas:>8} {_pct(compiled, schemas):>9} {tests:>6} "
-            f"{_pct(agree, tests):>7} {unsound:>8}")
+    return f"{name:<40} {schemas:>8} {_pct(compiled, schemas):>9} {tests:>6} {_pct(agree, tests):>7} {unsound:>8}"
 
 
 def _pct(part: int, whole: int) -> str:
@@ -157,6 +157,7 @@ def _pct(part: int, whole: int) -> str:
 
 
 # -- MaskBench ------------------------------------------------------------------------------------
+
 
 def maskbench_jobs(files: list[Path], strict: bool) -> list[tuple[str, Any, list[tuple[Any, bool]], bool]]:
     jobs = []
@@ -249,8 +250,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=0, help="MaskBench: stratified sample size (0: all)")
     parser.add_argument("--seed", type=int, default=0, help="MaskBench: sample seed")
     parser.add_argument("--peers", action="store_true", help="MaskBench: also run the peer engines")
-    parser.add_argument("--peer", action="append", default=[], metavar="NAME",
-                        help="MaskBench: run only this peer (repeatable; implies --peers)")
+    parser.add_argument(
+        "--peer",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="MaskBench: run only this peer (repeatable; implies --peers)",
+    )
     parser.add_argument("--optional", action="store_true", help="suite: include optional/ files")
     parser.add_argument("--no-strict", action="store_true", help="approximate instead of refusing")
     parser.add_argument("--workers", type=int, default=2)

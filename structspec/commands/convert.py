@@ -33,10 +33,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("schema", nargs="?", metavar="SCHEMA.json", help="JSON Schema file")
     source.add_argument("--pydantic", metavar="MODULE:CLASS", help="a pydantic BaseModel")
     source.add_argument("--regex", metavar="PATTERN", help="a regular expression (full match)")
-    parser.add_argument("--whitespace", choices=("compact", "flexible"), default="compact",
-                        help="layout between JSON tokens (default: compact)")
-    parser.add_argument("--no-strict", dest="strict", action="store_false",
-                        help="approximate what cannot be enforced exactly, listing it on stderr")
+    parser.add_argument(
+        "--whitespace",
+        choices=("compact", "flexible"),
+        default="compact",
+        help="layout between JSON tokens (default: compact)",
+    )
+    parser.add_argument(
+        "--no-strict",
+        dest="strict",
+        action="store_false",
+        help="approximate what cannot be enforced exactly, listing it on stderr",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

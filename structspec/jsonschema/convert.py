@@ -48,6 +48,7 @@ class Converter:
         cls = jsonschema_lib.validators.validator_for(schema, default=jsonschema_lib.Draft202012Validator)
         self._validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
         self._valid: dict[tuple[int, str], bool] = {}
+        self._pinned: dict[int, Any] = {}
         self._values: dict[tuple[tuple[str, int], ...], MaybeExpr] = {}
         self._defs: dict[str, Ref] = {}
         self._unguarded: set[str] = set()
@@ -63,13 +64,18 @@ class Converter:
 
     def is_valid(self, value: Any, loc: Loc) -> bool:
         """Whether ``jsonschema`` accepts ``value`` under the node at ``loc``."""
-        key = (id(loc.node), json.dumps(value, sort_keys=True))
+        key = (self._pin(loc.node), json.dumps(value, sort_keys=True))
         if key not in self._valid:
             try:
                 self._valid[key] = self._validator.evolve(schema=loc.node).is_valid(value)
             except (RecursionError, referencing.exceptions.Unresolvable, TypeError) as exc:
                 raise SchemaError(f"cannot check values against this schema: {exc}", loc.pointer, "") from None
         return self._valid[key]
+
+    def _pin(self, node: Any) -> int:
+        """``id(node)`` for cache keys, keeping ``node`` alive so the id is never reused."""
+        self._pinned[id(node)] = node
+        return id(node)
 
     def fresh(self, hint: str) -> str:
         return self.builder.fresh(hint)
@@ -102,7 +108,7 @@ class Converter:
         """The grammar of a value that must satisfy every schema in ``locs`` (a named rule
         when it is not trivial). Recursion through here consumes input, so the
         reference-cycle check restarts."""
-        unique = {(loc.pointer, id(loc.node)): loc for loc in locs}
+        unique = {(loc.pointer, self._pin(loc.node)): loc for loc in locs}
         locs = list(unique.values())
         key = tuple(unique)
         if key in self._values:

@@ -15,6 +15,7 @@ Two spellings of string characters:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -36,6 +37,7 @@ def _hex_class(values: set[int]) -> MaybeExpr:
     return alt(*(hex_digit(v) for v in sorted(values)))
 
 
+@functools.lru_cache(maxsize=4096)
 def canonical_char(charset: CharSet) -> MaybeExpr:
     """The canonical JSON spellings of the characters of ``charset`` (see module doc)."""
     raw = charset - CONTROLS - CharSet.chars('"\\')
@@ -60,8 +62,8 @@ def json_string_literal(text: str) -> Expr:
 HEX = Chars(CharSet.chars("0123456789abcdefABCDEF"))
 
 
-def free_char() -> Expr:
-    """One character of an unconstrained JSON string, in any spelling."""
+def free_escape() -> Expr:
+    """Any JSON escape sequence (after the backslash is matched by the caller)."""
     non_surrogate = alt(
         seq(Chars(CharSet.chars("0123456789abcABCeEfF")), rep(HEX, 3, 3)),
         seq(Chars(CharSet.chars("dD")), Chars(CharSet.chars("01234567")), rep(HEX, 2, 2)),
@@ -76,7 +78,17 @@ def free_char() -> Expr:
         rep(HEX, 2, 2),
     )
     escape = alt(Chars(CharSet.chars('"\\/bfnrt')), seq(Lit("u"), alt(non_surrogate, pair)))
-    result = alt(chars(CharSet.of([(0x20, 0x10FFFF)]) - CharSet.chars('"\\')), seq(Lit("\\"), escape))
+    assert escape is not None
+    return escape
+
+
+PLAIN_ASCII = CharSet.of([(0x20, 0x7F)]) - CharSet.chars('"\\')
+NON_ASCII = CharSet.of([(0x80, 0x10FFFF)])
+
+
+def free_char() -> Expr:
+    """One character of an unconstrained JSON string, in any spelling."""
+    result = alt(chars(PLAIN_ASCII | NON_ASCII), seq(Lit("\\"), free_escape()))
     assert result is not None
     return result
 

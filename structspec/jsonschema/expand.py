@@ -256,9 +256,7 @@ class Expander:
             return True
         for x, locs in ((a, lb), (b, la)):
             values = self.finite_values(x)
-            if values is not None and all(
-                any(not self.ctx.is_valid(v, loc) for loc in locs) for v in values
-            ):
+            if values is not None and all(any(not self.ctx.is_valid(v, loc) for loc in locs) for v in values):
                 return True
         if shared == {"string"}:
             return self._strings_disjoint(a, b)

@@ -48,36 +48,54 @@ def _ipv6() -> str:
 
 IPV6 = _ipv6()
 
-_LABEL63 = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_LABEL61 = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,59}[A-Za-z0-9])?"
-_LABEL20 = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,18}[A-Za-z0-9])?"
+
+def _label(most: int) -> str:
+    """An RFC 1123 label of at most ``most`` characters whose 3rd and 4th characters are not
+    both hyphens (RFC 5891 reserves those: A-labels must be valid punycode, which a grammar
+    cannot check, so we accept none)."""
+    alnum, ldh = "[A-Za-z0-9]", "[A-Za-z0-9-]"
+    long = f"{alnum}{ldh}(?:{alnum}{ldh}|-{alnum}){ldh}{{0,{most - 5}}}{alnum}"
+    return f"(?:{alnum}(?:{ldh}?{alnum})?|{long})"
+
+
 HOSTNAME = (
-    rf"(?:{_LABEL63}(?:\.{_LABEL63}){{0,2}}(?:\.{_LABEL61})?"
-    rf"|{_LABEL20}(?:\.{_LABEL20}){{4,11}})"
+    rf"(?:{_label(63)}(?:\.{_label(63)}){{0,2}}(?:\.{_label(61)})?"
+    rf"|{_label(20)}(?:\.{_label(20)}){{4,11}})"
 )
 
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
 _DOT_STRING = rf"{_ATEXT}+(?:\.{_ATEXT}+)*"
 _QUOTED = r'"(?:[ !#-\[\]-~]|\\[ -~])*"'
 _DOMAIN = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
-EMAIL = rf"(?:{_DOT_STRING}|{_QUOTED})@(?:{_DOMAIN}|\[{IPV4}\]|\[IPv6:{IPV6}\])"
+EMAIL = rf"(?:{_DOT_STRING}|{_QUOTED})@(?:{_DOMAIN}|\[{IPV4}\]|\[[Ii][Pp][Vv]6:{IPV6}\])"
+# RFC 6531: atext and domain labels may also hold any non-ASCII character
+_UTF8 = "\u0080-\uffff\U00010000-\U0010ffff"
+_IDN_ATEXT = rf"[A-Za-z0-9!#$%&'*+/=?^_`{{|}}~{_UTF8}-]"
+_IDN_LABEL = f"[A-Za-z0-9{_UTF8}](?:[A-Za-z0-9{_UTF8}-]*[A-Za-z0-9{_UTF8}])?"
+IDN_EMAIL = (
+    rf"(?:{_IDN_ATEXT}+(?:\.{_IDN_ATEXT}+)*|{_QUOTED})@"
+    rf"(?:{_IDN_LABEL}(?:\.{_IDN_LABEL})*|\[{IPV4}\]|\[[Ii][Pp][Vv]6:{IPV6}\])"
+)
 
 # RFC 3986 / RFC 3987
 _UNRESERVED = r"A-Za-z0-9\-._~"
 _SUB_DELIMS = r"!$&'()*+,;="
-_UCS = r"\u00A0-\uD7FF\uF900-\uFDCF\uFDF0-\uFFEF"
+_UCS = "\u00a0-\ud7ff\uf900-\ufdcf\ufdf0-\uffef" + "".join(
+    f"{chr(plane << 16)}-{chr((plane << 16) | 0xFFFD)}" for plane in range(1, 15)
+)
+_IPRIVATE = "\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd"
 
 
 def _uri(international: bool, reference: bool) -> str:
     unreserved = _UNRESERVED + (_UCS if international else "")
     pct = rf"%{_HEX}{_HEX}"
     pchar = rf"(?:[{unreserved}{_SUB_DELIMS}:@]|{pct})"
-    query_extra = r"\uE000-\uF8FF" if international else ""
+    query_extra = _IPRIVATE if international else ""
     query = rf"(?:[{unreserved}{_SUB_DELIMS}:@/?{query_extra}]|{pct})*"
     fragment = rf"(?:[{unreserved}{_SUB_DELIMS}:@/?]|{pct})*"
     userinfo = rf"(?:[{unreserved}{_SUB_DELIMS}:]|{pct})*"
     reg_name = rf"(?:[{unreserved}{_SUB_DELIMS}]|{pct})*"
-    ip_future = rf"v{_HEX}+\.[{_UNRESERVED}{_SUB_DELIMS}:]+"
+    ip_future = rf"[vV]{_HEX}+\.[{_UNRESERVED}{_SUB_DELIMS}:]+"
     host = rf"(?:\[(?:{IPV6}|{ip_future})\]|{reg_name})"
     authority = rf"(?:{userinfo}@)?{host}(?::[0-9]*)?"
     segment = f"{pchar}*"
@@ -105,7 +123,7 @@ FORMATS: dict[str, str] = {
     "duration": DURATION,
     "uuid": UUID,
     "email": EMAIL,
-    "idn-email": EMAIL,
+    "idn-email": IDN_EMAIL,
     "hostname": HOSTNAME,
     "ipv4": IPV4,
     "ipv6": IPV6,

@@ -20,7 +20,7 @@ from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema.encoding import QUOTE, json_string_literal
 from structspec.jsonschema.facets import Facet
 from structspec.jsonschema.resolve import Loc
-from structspec.jsonschema.strings import StringSpec, encoder, string_automaton
+from structspec.jsonschema.strings import StringSpec, emit_json_dfa, string_automaton
 from structspec.regex import pattern_language
 from structspec.regex_automaton import (
     DFA,
@@ -28,7 +28,6 @@ from structspec.regex_automaton import (
     complement,
     dfa_from_strings,
     dfa_length,
-    emit_dfa,
     emit_graph,
     intersect,
     union,
@@ -258,7 +257,7 @@ def _key_expr(host: ObjectHost, keys: DFA, base: str) -> MaybeExpr:
         charset, _ = keys.edges[0][0]
         if charset == ANY:
             return rep(host.char_rule(), 0, None)
-    return emit_dfa(keys, encoder(host), host, base)
+    return emit_json_dfa(host, keys, base)
 
 
 def _members(
@@ -272,21 +271,22 @@ def _members(
     sep: MaybeExpr,
     name: str,
 ) -> MaybeExpr:
-    """Comma-separated members: entries in order (each optional unless required), then extra
-    members; the count stays in ``[min_p, max_p]`` and, when ``needs_witness``, some entry or
-    extra member must be a witness (its witness form: ``entries[i][2]`` or ``witness``).
+    """Comma-separated members: the entries in order (each optional unless required), with
+    extra (undeclared) members allowed before, between and after them; the count stays in
+    ``[min_p, max_p]`` and, when ``needs_witness``, some entry or extra member is a witness
+    (its witness form: ``entries[i][2]`` or ``witness``).
 
-    States: ``(i, c, w)`` while placing entry ``i`` with ``c`` members so far and ``w`` "witness
-    seen", then ``("x", c, e, w)`` with ``e`` extra members (saturating)."""
+    States ``(i, c, e, w)``: next entry ``i``, ``c`` entries and ``e`` extra members so far
+    (both saturating when no maximum needs them exact), ``w`` "witness seen"."""
     cap = max_p if max_p is not None else max(min_p, 1)
     n = len(entries)
     edges: dict[object, list[tuple[MaybeExpr, object]]] = {}
     accept: set[object] = set()
-    start: tuple[object, ...] = (0, 0, not needs_witness)
+    start = (0, 0, 0, not needs_witness)
     todo = [start]
     seen = {start}
 
-    def go(state: object, label: MaybeExpr, target: tuple[object, ...]) -> None:
+    def go(state: object, label: MaybeExpr, target: tuple[int, int, int, bool]) -> None:
         if label is None:
             return
         edges.setdefault(state, []).append((label, target))
@@ -297,31 +297,22 @@ def _members(
     while todo:
         state = todo.pop()
         edges.setdefault(state, [])
-        if state[0] != "x":
-            i, c, w = state
-            assert isinstance(i, int) and isinstance(c, int)
-            lead = sep if c else EMPTY
-            if i >= n:
-                go(state, EMPTY, ("x", c, 0, w))
-                continue
-            member, needed, proof = entries[i]
-            if max_p is None or c < max_p:
-                after = min(c + 1, cap)
-                go(state, seq(lead, member), (i + 1, after, w))
-                if not w:
-                    go(state, seq(lead, proof), (i + 1, after, True))
-            if not needed:
-                go(state, EMPTY, (i + 1, c, w))
-            continue
-        _, c, e, w = state
-        assert isinstance(c, int) and isinstance(e, int)
-        if c + min(e, 1) >= min_p and w:
-            accept.add(state)
-        if max_p is not None and c + e >= max_p:
-            continue
+        i, c, e, w = state
         lead = sep if c + e else EMPTY
-        grown = e + 1 if max_p is not None else min(e + 1, 1)
-        go(state, seq(lead, extra), ("x", c, grown, w))
-        if not w:
-            go(state, seq(lead, witness), ("x", c, grown, True))
+        room = max_p is None or c + e < max_p
+        if i == n and c + min(e, 1) >= min_p and w:
+            accept.add(state)
+        if i < n:
+            member, needed, proof = entries[i]
+            if room:
+                go(state, seq(lead, member), (i + 1, min(c + 1, cap), e, w))
+                if not w:
+                    go(state, seq(lead, proof), (i + 1, min(c + 1, cap), e, True))
+            if not needed:
+                go(state, EMPTY, (i + 1, c, e, w))
+        if room:
+            grown = e + 1 if max_p is not None else 1
+            go(state, seq(lead, extra), (i, c, grown, w))
+            if not w:
+                go(state, seq(lead, witness), (i, c, grown, True))
     return emit_graph(edges, accept, start, builder, f"{name}-rest")

@@ -15,7 +15,22 @@ from structspec.errors import SchemaError
 
 DEFAULT_BASE = "https://structspec.invalid/schema.json"
 
-# keywords whose value is a map of subschemas / a list of subschemas
+# keywords whose value is a subschema / a map of subschemas / a list of subschemas; only these
+# are searched for embedded resources ($id inside an unknown keyword identifies nothing)
+SCHEMA_KEYWORDS = {
+    "not",
+    "if",
+    "then",
+    "else",
+    "items",
+    "additionalItems",
+    "contains",
+    "propertyNames",
+    "additionalProperties",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+}
 MAP_KEYWORDS = {
     "properties",
     "patternProperties",
@@ -30,8 +45,11 @@ LIST_KEYWORDS = {"allOf", "anyOf", "oneOf", "prefixItems", "items"}
 def detect_draft(schema: Any) -> int:
     """4, 6, 7, 2019 or 2020 from ``$schema`` (2020 when absent or unknown)."""
     uri = schema.get("$schema", "") if isinstance(schema, dict) else ""
+    if not isinstance(uri, str):
+        uri = ""
+    if "draft-03" in uri:
+        raise SchemaError("draft-03 schemas are not supported (draft 4 or later)", "/$schema", "$schema")
     for marker, draft in (
-        ("draft-03", 4),
         ("draft-04", 4),
         ("draft-06", 6),
         ("draft-07", 7),
@@ -136,12 +154,10 @@ def _children(loc: Loc) -> list[Loc]:
     node = loc.node
     out: list[Loc] = []
     for key, value in node.items():
-        if key in ("enum", "const", "examples", "default"):
-            continue
         if isinstance(value, dict):
             if key in MAP_KEYWORDS:
                 out += [loc.child(key, name) for name, sub in value.items() if isinstance(sub, dict)]
-            else:
+            elif key in SCHEMA_KEYWORDS:
                 out.append(loc.child(key))
         elif isinstance(value, list) and key in LIST_KEYWORDS:
             out += [loc.child(key, i) for i, sub in enumerate(value) if isinstance(sub, dict)]

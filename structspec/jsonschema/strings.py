@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from structspec.jsonschema.builder import GrammarBuilder, counted
-from structspec.jsonschema.encoding import CONTROLS, QUOTE, canonical_char
+from structspec.jsonschema.encoding import (
+    CONTROLS,
+    NON_ASCII,
+    PLAIN_ASCII,
+    QUOTE,
+    canonical_char,
+)
 from structspec.jsonschema.facets import Facet
 from structspec.jsonschema.formats import UNSUPPORTED, format_regex
 from structspec.regex import PatternLanguage, pattern_language, single_repeat
@@ -24,12 +30,23 @@ from structspec.regex_automaton import (
     dfa_from_strings,
     dfa_length,
     difference,
-    emit_dfa,
+    emit_graph,
     intersect,
     length_bounds,
 )
 from structspec.regex_charset import ANY, CharSet
-from structspec.regex_expr import EMPTY, Expr, MaybeExpr, Ref, alt, chars, length_range, map_chars, rep, seq
+from structspec.regex_expr import (
+    EMPTY,
+    Expr,
+    MaybeExpr,
+    Ref,
+    alt,
+    chars,
+    length_range,
+    map_chars,
+    rep,
+    seq,
+)
 from structspec.regex_parse import RegexError
 
 
@@ -99,8 +116,7 @@ def encoder(host: StringHost) -> Callable[[CharSet], MaybeExpr]:
         if charset == ANY:
             return host.char_rule()
         if (charset & _ESCAPED) == _ESCAPED:
-            escape = host.builder.helper("escape", lambda: canonical_char(_ESCAPED) or EMPTY)
-            return alt(chars(charset - _ESCAPED), escape)
+            return alt(chars(charset - _ESCAPED), _canonical_escape(host))
         return canonical_char(charset)
 
     return encode
@@ -110,6 +126,48 @@ def string_expr(host: StringHost, spec: StringSpec, name: str) -> MaybeExpr:
     """The quoted string grammar for ``spec``; ``None`` when no string qualifies."""
     content = string_content(host, spec, name)
     return None if content is None else seq(QUOTE, content, QUOTE)
+
+
+_WIDE = NON_ASCII | _ESCAPED
+_FINAL = ("final",)
+
+
+def emit_json_dfa(host: StringHost, dfa: DFA, base: str) -> MaybeExpr:
+    """A DFA over decoded characters as GBNF over JSON spellings.
+
+    Characters are spelled canonically (see :mod:`.encoding`). Edges whose set holds every
+    non-ASCII character and every character JSON must escape (typically "anything but these
+    few") are split: their ASCII part stays on the edge, the rest goes through one shared rule
+    per target state, ``(non-ASCII | escape) target``. Such targets are rules, so the multi-byte
+    UTF-8 part is compiled once per target instead of once per edge (a big saving for name
+    exclusions, whose "any other character" edges all lead to the same state)."""
+    if dfa.empty:
+        return None
+    encode = encoder(host)
+    wide_targets = sorted({t for out in dfa.edges for cs, t in out if (cs & _WIDE) == _WIDE})
+    names = {t: host.fresh(f"{base}-{i + 1}") for i, t in enumerate(wide_targets)}
+    tails: dict[int, Ref] = {}
+    edges: dict[object, list[tuple[MaybeExpr, object]]] = {_FINAL: []}
+    for q, out in enumerate(dfa.edges):
+        labels: list[tuple[MaybeExpr, object]] = []
+        for cs, t in out:
+            if (cs & _WIDE) != _WIDE:
+                labels.append((encode(cs), t))
+                continue
+            labels.append((canonical_char(cs & PLAIN_ASCII), t))
+            if t not in tails:
+                tail = host.fresh(f"{names[t]}-more")
+                wide = alt(chars(NON_ASCII), _canonical_escape(host))
+                host.define(tail, seq(wide, Ref(names[t])) or EMPTY)
+                tails[t] = Ref(tail)
+            labels.append((tails[t], _FINAL))
+        edges[q] = labels
+    accept = {q for q, ok in enumerate(dfa.accept) if ok} | {_FINAL}
+    return emit_graph(edges, accept, 0, host, base, preset=names)
+
+
+def _canonical_escape(host: StringHost) -> Ref:
+    return host.builder.helper("escape", lambda: canonical_char(_ESCAPED) or EMPTY)
 
 
 def string_content(host: StringHost, spec: StringSpec, name: str) -> MaybeExpr:
@@ -139,7 +197,7 @@ def string_content(host: StringHost, spec: StringSpec, name: str) -> MaybeExpr:
         pointer = (spec.patterns + spec.formats + spec.negated + [("", "")])[0][1]
         host.relax(pointer, "pattern", f"{exc} (combined with other string constraints)")
         return rep(host.char_rule(), low, high)
-    return emit_dfa(dfa, encoder(host), host, f"{name}-s")
+    return emit_json_dfa(host, dfa, f"{name}-s")
 
 
 def _languages(spec: StringSpec) -> list[PatternLanguage]:
