@@ -45,11 +45,7 @@ def array_expr(host: ArrayHost, facets: list[Facet], name: str) -> MaybeExpr:
             high = math.floor(f.kw["maxItems"])
             max_i = high if max_i is None else min(max_i, high)
         if f.kw.get("unevaluatedItems", True) is not True:
-            host.relax(
-                f.pointer("unevaluatedItems"),
-                "unevaluatedItems",
-                "unevaluatedItems is not supported",
-            )
+            host.relax(f.pointer("unevaluatedItems"), "unevaluatedItems", "unevaluatedItems is not supported")
     rest_locs = [f.sub("items") for f in facets if "items" in f.kw]
     ws = host.ws if host.ws is not None else EMPTY
     sep = seq(ws, Lit(","), ws)

@@ -154,6 +154,9 @@ def split(loc: Loc, draft: int) -> tuple[Facet, dict[str, Any]]:
             origin["items"] = "additionalItems"
     if isinstance(kw.get("required"), bool):
         del kw["required"]
+    if draft < 2019:  # unknown keywords before 2019-09: annotations only
+        kw.pop("unevaluatedProperties", None)
+        kw.pop("unevaluatedItems", None)
     comb = {key: node[key] for key in COMBINATORS if key in node}
     if isinstance(node.get("dependencies"), dict):
         comb["dependencies"] = node["dependencies"]
