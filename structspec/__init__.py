@@ -8,16 +8,22 @@ from structspec.vocab import Vocabulary
 
 __all__ = [
     "CompiledGrammar",
+    "Generator",
     "Grammar",
     "GrammarError",
     "Matcher",
     "ParseState",
+    "Result",
     "SchemaError",
+    "SpecConfig",
     "StackLimitError",
     "StructspecError",
     "Vocabulary",
     "compile",
+    "generate",
 ]
+
+_GENERATION = ("Generator", "Result", "SpecConfig", "generate")
 
 
 def __getattr__(name: str):
@@ -26,4 +32,8 @@ def __getattr__(name: str):
         from structspec.matcher import Matcher
 
         return Matcher
+    if name in _GENERATION:
+        import structspec.generation as generation
+
+        return getattr(generation, name)
     raise AttributeError(f"module 'structspec' has no attribute {name!r}")

@@ -8,14 +8,16 @@ import sys
 
 # Sub-commands, in the order ``--help`` lists them. Each module provides
 # ``add_parser(subparsers)`` and ``run(args) -> int``.
-COMMANDS = ("lint", "convert")
+COMMANDS = ("extract", "generate", "serve", "convert", "lint")
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
     parser = argparse.ArgumentParser(
         prog="structspec",
-        description="Grammar-constrained generation for language models: lint GBNF grammars, "
-        "convert JSON Schema / Pydantic / regex to GBNF.",
+        description="Grammar-constrained generation for language models: extract JSON that follows a "
+        "schema, generate text that follows a GBNF grammar, serve an OpenAI-compatible API, convert "
+        "JSON Schema / Pydantic / regex to GBNF, lint grammars.",
+        epilog="Run 'structspec COMMAND --help' for a command's options.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules = {}

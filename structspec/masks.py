@@ -21,7 +21,6 @@ Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -32,10 +31,12 @@ import numpy as np
 from structspec.errors import GrammarError
 from structspec.gbnf.ast import TokenRef
 from structspec.grammar import Grammar
-from structspec.parse_state import ParseState, close, frame, union
+from structspec.mask_runner import StackRunner, rows_in
+from structspec.mask_trie import token_trie
+from structspec.parse_state import Frame, ParseState, close, union
 from structspec.vocab import Vocabulary
 
-STATE_CACHE_SIZE = 4096
+STATE_CACHE_BYTES = 16 << 20  # whole-state mask cache per compiled grammar (LRU)
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,7 @@ class LocalMask:
     """Tokens allowed from a stack topped by one automaton state, below-frame aside."""
 
     words: np.ndarray  # uint32 [n_words]: accepted without leaving the frame
-    pending_ids: np.ndarray  # int32: tokens that leave the frame with bytes left ...
-    pending_offsets: np.ndarray  # int32: ... after this many bytes
-    pending_next: np.ndarray  # uint8: the byte at that offset (a cheap first filter)
+    pending: np.ndarray  # int32 trie nodes after which the frame may end, the tokens below with bytes left
 
 
 @dataclass(frozen=True)
@@ -75,9 +74,8 @@ class CompiledGrammar:
         self._local: dict[int, LocalMask] = {}
         self._states: OrderedDict[ParseState, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
-        self._slow = np.array(
-            [bool(self.rules.refs[q]) or self.rules.final[q] for q in range(self.rules.n_states)], dtype=bool
-        )
+        self._state_cache_size = max(64, STATE_CACHE_BYTES // (4 * self.n_words))
+        self._runner = StackRunner(self.rules, token_trie(vocabulary))
 
     def matcher(self):
         """A fresh :class:`~structspec.matcher.Matcher` at the start of the grammar."""
@@ -96,42 +94,40 @@ class CompiledGrammar:
         words = self._compute(state)
         with self._lock:
             self._states[state] = words
-            if len(self._states) > STATE_CACHE_SIZE:
+            if len(self._states) > self._state_cache_size:
                 self._states.popitem(last=False)
         return words
 
     def _compute(self, state: ParseState) -> np.ndarray:
         words = np.zeros(self.n_words, dtype=np.uint32)
-        below: dict[int, ParseState | None] = {}
+        lo: list[np.ndarray] = []
+        hi: list[np.ndarray] = []
         for head in state.heads:
             local = self.local_mask(head.state)
             np.bitwise_or(words, local.words, out=words)
-            if len(local.pending_ids) and head.parent is not None:
-                parent = below.get(id(head.parent))
-                if parent is None:
-                    heads, accepting = close(self.rules, [head.parent])
-                    parent = below[id(head.parent)] = ParseState(self.rules, heads, accepting)
-                self._add_pending(words, local, parent)
+            if len(local.pending) and head.parent is not None:
+                self._accepted_below(head.parent, local.pending, lo, hi)
             for ref, _ in self.rules.token_edges[head.state]:
                 np.bitwise_or(words, self._token_refs[ref].words, out=words)
+        if lo:
+            rows = rows_in(np.concatenate(lo), np.concatenate(hi), len(self.vocabulary.text_ids))
+            np.bitwise_or(words, _words_of_array(self.vocabulary.text_ids[rows], self.n_words), out=words)
         if state.accepting:
             np.bitwise_or(words, self._eos_words, out=words)
         return words
 
-    def _add_pending(self, words: np.ndarray, local: LocalMask, parent: ParseState) -> None:
-        """Set the context-dependent tokens of ``local`` that the stack below accepts."""
-        next_ok = np.zeros(256, dtype=bool)
-        next_ok[list(parent.allowed_bytes())] = True
-        candidates = np.flatnonzero(next_ok[local.pending_next])
-        token_bytes = self.vocabulary.token_bytes
-        for i in candidates.tolist():
-            token_id = int(local.pending_ids[i])
-            if (words[token_id >> 5] >> (token_id & 31)) & 1:
-                continue
-            rest = token_bytes[token_id][int(local.pending_offsets[i]) :]
-            # One allowed byte is always a valid prefix; longer rests need a real advance.
-            if len(rest) == 1 or parent.advance(rest) is not None:
-                words[token_id >> 5] |= np.uint32(1 << (token_id & 31))
+    def _accepted_below(self, parent: Frame, nodes: np.ndarray, lo: list[np.ndarray], hi: list[np.ndarray]) -> None:
+        """Append the row ranges of the tokens below trie ``nodes`` whose rest the stack
+        ``parent`` accepts (tokens that leave a frame above it after those nodes): each head of
+        its closure runs them, and what leaves that head's frame in turn goes one level down."""
+        heads, _ = close(self.rules, [parent])
+        runner = self._runner
+        for head in heads:
+            accepted_lo, accepted_hi, pending = runner.run(runner.start(head.state), nodes)
+            lo.append(accepted_lo)
+            hi.append(accepted_hi)
+            if len(pending) and head.parent is not None:
+                self._accepted_below(head.parent, pending, lo, hi)
 
     def advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
         """The state after a non-end-of-sequence token: its bytes, or a token reference."""
@@ -163,167 +159,10 @@ class CompiledGrammar:
         return local
 
     def _compute_local(self, q: int) -> LocalMask:
-        vocab, rules, tables = self.vocabulary, self.rules, _vocab_tables(self.vocabulary)
-        first_map = np.full(256, -1, dtype=np.int32)
-        for b, target in rules.byte_next[q].items():
-            first_map[b] = target
-        rows, cur, lengths = self._candidates(tables, first_map, sorted(rules.byte_next[q]))
-        accepted: list[np.ndarray] = []
-        # Tokens made only of bytes that loop on q stay in q: accepted with no walk at all
-        # (inside a JSON string that is nearly the whole vocabulary).
-        loop = _byte_set_words([b for b, target in rules.byte_next[q].items() if target == q])
-        if any(loop):
-            stay = np.ones(len(rows), dtype=bool)
-            for k in range(4):
-                stay &= (tables.byte_sets[k][rows] & ~loop[k]) == 0
-            accepted.append(rows[stay])
-            moving = np.flatnonzero(~stay)
-            rows, cur, lengths = rows[moving], cur[moving], lengths[moving]
-        flat_table, n_classes, byte_class = rules.class_table.ravel(), rules.class_table.shape[1], rules.byte_class
-        escalated: list[tuple[np.ndarray, np.ndarray, int]] = []
-        pos = 1
-        while len(rows):
-            done = int(np.searchsorted(lengths, pos, side="right"))
-            if done:
-                accepted.append(rows[:done])
-                rows, cur, lengths = rows[done:], cur[done:], lengths[done:]
-            slow = self._slow[cur]
-            if slow.any():
-                escalated.append((rows[slow], cur[slow], pos))
-                fast = np.flatnonzero(~slow)
-                rows, cur, lengths = rows[fast], cur[fast], lengths[fast]
-            if not len(rows):
-                break
-            nxt = flat_table[cur * n_classes + byte_class[tables.columns[pos][rows]]]
-            alive = np.flatnonzero(nxt >= 0)
-            rows, cur, lengths = rows[alive], nxt[alive], lengths[alive]
-            pos += 1
-        ids = [vocab.text_ids[r] for r in accepted]
-        pending_ids: list[np.ndarray] = []
-        pending_offsets: list[np.ndarray] = []
-        for esc_rows, esc_states, offset in escalated:
-            for start in np.unique(esc_states).tolist():
-                group = np.sort(esc_rows[esc_states == start])  # back to byte order for prefix sharing
-                ids.extend(self._walk_group(start, offset, group, pending_ids, pending_offsets))
-        pend_ids = np.concatenate(pending_ids) if pending_ids else np.zeros(0, np.int32)
-        pend_offsets = np.concatenate(pending_offsets) if pending_offsets else np.zeros(0, np.int32)
-        rows = tables.row_of_id[pend_ids]
-        return LocalMask(
-            words=_words_of_array(np.concatenate(ids) if ids else np.zeros(0, np.int32), self.n_words),
-            pending_ids=pend_ids,
-            pending_offsets=pend_offsets,
-            pending_next=vocab.byte_matrix[rows, pend_offsets] if len(rows) else np.zeros(0, np.uint8),
-        )
-
-    def _candidates(
-        self, tables: _VocabTables, first_map: np.ndarray, first_bytes: list[int]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Rows of the tokens whose first byte moves from the state, their state after it and
-        their lengths -- in order of byte length, so tokens ending at each step lead the arrays."""
-        spans = [tables.first_byte_rows[b] for b in first_bytes]
-        count = sum(stop - start for start, stop in spans)
-        if count * 5 < len(tables.by_length):  # few candidates: gather the trie ranges
-            rows = np.concatenate([np.arange(start, stop, dtype=np.int32) for start, stop in spans]) if spans else (
-                np.zeros(0, np.int32))
-            lengths = self.vocabulary.lengths[rows]
-            order = np.argsort(lengths, kind="stable")
-            rows, lengths = rows[order], lengths[order]
-            return rows, first_map[tables.columns[0][rows]], lengths
-        cur = first_map[tables.first_byte]
-        keep = np.flatnonzero(cur >= 0)
-        return tables.by_length[keep], cur[keep], tables.sorted_lengths[keep]
-
-    def _walk_group(
-        self, q: int, offset: int, rows: np.ndarray, pending_ids: list[np.ndarray], pending_offsets: list[np.ndarray]
-    ) -> list[np.ndarray]:
-        """Walk tokens that all reach state ``q`` after ``offset`` bytes through real parse
-        stacks over a lone frame ``q``, one parse step per distinct prefix (a trie walk over
-        the byte-sorted rows, splitting blocks by the next byte).
-
-        Returns the ids accepted without leaving the frame; for each other token, appends
-        every offset at which the frame's rule may end with bytes left (checked against the
-        stack below at run time).
-        """
-        vocab = self.vocabulary
-        matrix, lengths, text_ids = vocab.byte_matrix, vocab.lengths, vocab.text_ids
-        heads, accepting = close(self.rules, [frame(self.rules, q, None)])
-        accepted: list[np.ndarray] = []
-        todo: list[tuple[np.ndarray, int, ParseState, tuple[int, ...]]] = [
-            (rows, offset, ParseState(self.rules, heads, accepting), ())
-        ]
-        while todo:
-            block, depth, state, ends = todo.pop()
-            if state.accepting:
-                ends = (*ends, depth)
-            done = lengths[block] == depth
-            if done.any():
-                accepted.append(text_ids[block[done]])
-                block = block[~done]
-            if not len(block):
-                continue
-            column = matrix[block, depth]
-            cuts = (np.flatnonzero(np.diff(column)) + 1).tolist()
-            for start, stop in zip([0, *cuts], [*cuts, len(block)], strict=True):
-                child = state.advance_byte(int(column[start]))
-                if child is not None:
-                    todo.append((block[start:stop], depth + 1, child, ends))
-                elif ends:
-                    ids = text_ids[block[start:stop]]
-                    for end in ends:
-                        pending_ids.append(ids)
-                        pending_offsets.append(np.full(len(ids), end, dtype=np.int32))
-        return accepted
-
-
-@dataclass(frozen=True)
-class _VocabTables:
-    """Column-major token bytes and a by-length order, built once per vocabulary."""
-
-    columns: np.ndarray  # uint8 [max_len, n]: columns[i][row] = byte i of trie row `row`
-    by_length: np.ndarray  # int32 trie rows sorted by byte length (stable)
-    sorted_lengths: np.ndarray  # int32 lengths in that order
-    first_byte: np.ndarray  # uint8 first byte in that order
-    row_of_id: np.ndarray  # int32 [size]: trie row of each token id (-1 for non-text ids)
-    byte_sets: np.ndarray  # uint64 [4, n]: bit b set when trie row `row` contains byte b
-    first_byte_rows: tuple[tuple[int, int], ...]  # per byte: the trie rows starting with it
-
-
-@functools.lru_cache(maxsize=8)
-def _vocab_tables(vocab: Vocabulary) -> _VocabTables:
-    order = np.argsort(vocab.lengths, kind="stable").astype(np.int32)
-    columns = np.ascontiguousarray(vocab.byte_matrix.T)
-    bounds = np.searchsorted(columns[0], np.arange(257)) if len(order) else np.zeros(257, np.int64)
-    row_of_id = np.full(vocab.size, -1, dtype=np.int32)
-    row_of_id[vocab.text_ids] = np.arange(len(vocab.text_ids), dtype=np.int32)
-    return _VocabTables(
-        columns=columns,
-        by_length=order,
-        sorted_lengths=vocab.lengths[order],
-        first_byte=columns[0][order] if len(order) else np.zeros(0, np.uint8),
-        row_of_id=row_of_id,
-        byte_sets=_token_byte_sets(columns, order, vocab.lengths[order]),
-        first_byte_rows=tuple(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)),
-    )
-
-
-def _token_byte_sets(columns: np.ndarray, by_length: np.ndarray, sorted_lengths: np.ndarray) -> np.ndarray:
-    sets = np.zeros((4, len(by_length)), dtype=np.uint64)
-    for i, column in enumerate(columns):
-        rows = by_length[np.searchsorted(sorted_lengths, i, side="right") :]  # tokens longer than i
-        values = column[rows]
-        bits = np.left_shift(np.uint64(1), (values & 63).astype(np.uint64))
-        words = values >> 6
-        for k in range(4):
-            hit = np.flatnonzero(words == k)
-            sets[k, rows[hit]] |= bits[hit]
-    return sets
-
-
-def _byte_set_words(byte_values: list[int]) -> list[np.uint64]:
-    words = [0, 0, 0, 0]
-    for b in byte_values:
-        words[b >> 6] |= 1 << (b & 63)
-    return [np.uint64(w) for w in words]
+        runner = self._runner
+        lo, hi, pending = runner.run(runner.start(q), np.zeros(1, np.int32))  # from the trie root
+        rows = rows_in(lo, hi, len(self.vocabulary.text_ids))
+        return LocalMask(words=_words_of_array(self.vocabulary.text_ids[rows], self.n_words), pending=pending)
 
 
 def _resolve(ref: TokenRef, vocab: Vocabulary, source: str) -> int:

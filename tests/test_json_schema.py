@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import re
 import warnings
 from decimal import Decimal
+from fractions import Fraction
 
 import jsonschema
 import pytest
@@ -91,6 +94,19 @@ def test_recursion_of_any_depth_without_left_recursion() -> None:
     assert not grammar.matches(compact({"value": 1, "next": {"value": "x", "next": None}}))
 
 
+def test_draft4_root_id_names_the_document() -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "id": "http://example.com/tree.json#",
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer"},
+            "kids": {"type": "array", "items": {"$ref": "http://example.com/tree.json#"}},
+        },
+    }
+    assert_agrees(schema, [{"n": 1, "kids": [{"n": 2, "kids": []}]}, {"kids": [{"n": "x"}]}, {"kids": [1]}])
+
+
 def test_optional_properties_any_subset_in_schema_order() -> None:
     props = {name: {"type": "integer"} for name in "abcd"}
     schema = {"type": "object", "properties": props, "required": ["c"], "additionalProperties": False}
@@ -101,6 +117,23 @@ def test_optional_properties_any_subset_in_schema_order() -> None:
         assert grammar.matches(text) == ("c" in chosen), text
     assert not grammar.matches('{"c":1,}') and not grammar.matches('{,"c":1}')
     assert not grammar.matches('{"d":1,"c":1}')  # schema order
+
+
+def test_required_properties_may_come_first_in_required_order() -> None:
+    props = {name: {"type": "integer"} for name in "abcd"}
+    schema = {"type": "object", "properties": props, "required": ["d", "b"], "additionalProperties": False}
+    grammar, judge = compile_schema(schema), referee(schema)
+    accepted = set()
+    for size in range(5):
+        for names in itertools.permutations("abcd", size):
+            text = compact({n: 1 for n in names})
+            if grammar.matches(text):
+                assert judge.is_valid(json.loads(text)), text
+                accepted.add(names)
+    assert ("b", "d") in accepted and ("a", "b", "c", "d") in accepted  # schema order
+    assert ("d", "b") in accepted and ("d", "b", "a", "c") in accepted  # required first
+    assert ("b", "d", "a") not in accepted and ("d", "a", "b") not in accepted
+    assert not grammar.matches('{"d":1,"b":1,"d":2}')
 
 
 def test_flexible_whitespace_is_bounded() -> None:
@@ -268,6 +301,36 @@ def _number_grammar() -> Grammar:
     if not _NUMBER:
         _NUMBER.append(compile_schema({"type": "number", "minimum": -1.5, "exclusiveMaximum": 0.1}))
     return _NUMBER[0]
+
+
+_DIVISORS = (0.01, 0.1, 0.05, 0.3, 2.5, 1e-8)
+
+
+@functools.cache
+def _multiple_grammar(divisor: float) -> Grammar:
+    return compile_schema({"type": "number", "multipleOf": divisor, "minimum": -(10**17)})
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(_DIVISORS),
+    st.one_of(st.integers(-(10**17), 10**17), st.integers(-3000, 3000), st.just(2**53), st.just(2**53 + 1)),
+)
+def test_unbounded_fractional_multiple_of_keeps_integer_multiples(divisor: float, value: int) -> None:
+    schema = {"type": "number", "multipleOf": divisor, "minimum": -(10**17)}
+    grammar = _multiple_grammar(divisor)
+    if grammar.matches(str(value)):
+        assert referee(schema).is_valid(value), value
+    step = Fraction(Decimal(repr(divisor)))
+    if value % step.numerator == 0 and abs(value) <= 2**53 and abs(value / step) <= 2**53:
+        assert grammar.matches(str(value)), value
+    assert not grammar.matches(f"{value}.5")
+
+
+def test_fractional_multiple_of_far_from_its_double_is_refused() -> None:
+    with pytest.raises(SchemaError) as info:
+        schema_to_gbnf({"type": "number", "multipleOf": 0.7})
+    assert info.value.keyword == "multipleOf" and info.value.pointer == "/multipleOf"
 
 
 def test_json_numbers_have_no_leading_zeros() -> None:

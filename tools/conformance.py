@@ -68,8 +68,8 @@ def referee(schema: Any) -> Any:
 def check(job: tuple[str, Any, list[tuple[Any, bool]], bool]) -> Outcome:
     """Compile one schema with structspec and judge its instances (runs in a worker)."""
     group, schema, tests, strict = job
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(TIMEOUT_S)
+    signal.signal(signal.SIGPROF, _alarm)
+    signal.setitimer(signal.ITIMER_PROF, TIMEOUT_S)  # CPU time: the verdict does not depend on the load
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -87,13 +87,13 @@ def check(job: tuple[str, Any, list[tuple[Any, bool]], bool]) -> Outcome:
     except SchemaError as exc:
         return Outcome(group, False, f"{exc.keyword or 'schema'}: {exc.message}"[:160])
     except _Timeout:
-        return Outcome(group, False, f"timeout after {TIMEOUT_S}s")
+        return Outcome(group, False, f"timeout after {TIMEOUT_S}s of CPU time")
     except RecursionError:
         return Outcome(group, False, "recursion limit")
     except Exception as exc:  # report, never crash the sweep
         return Outcome(group, False, f"CRASH {type(exc).__name__}: {exc}"[:160])
     finally:
-        signal.alarm(0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 def run_jobs(jobs: list[tuple[str, Any, list[tuple[Any, bool]], bool]], workers: int) -> list[Outcome]:

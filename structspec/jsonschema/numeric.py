@@ -4,7 +4,8 @@ Integer spellings get exact digit grammars; fractional spellings use the float-a
 thresholds of :mod:`.numbers`. ``multipleOf`` with an integral divisor is exact on integer
 spellings (a remainder automaton); a fractional divisor is exact only over a bounded range
 small enough to list (``jsonschema`` divides in floating point, so we ask it about each
-candidate). Anything else is relaxed or refused.
+candidate); over a larger range it is narrowed to the integer multiples that provably pass the
+floating-point test (:func:`float_safe_steps`). Anything else is relaxed or refused.
 """
 
 from __future__ import annotations
@@ -104,11 +105,24 @@ def _integers(
         return None
     moduli = [int(d) for d, _ in divisors if float(d).is_integer()]
     fractional = [(d, f) for d, f in divisors if not float(d).is_integer()]
-    if fractional:
-        listed = _listed_integers(host, low, high, fractional)
-        if listed is None:
-            return None
+    if fractional and low is not None and high is not None and high - low <= MAX_LISTED:
+        listed = [str(i) for i in range(low, high + 1) if all(host.is_valid(i, f.loc) for _, f in fractional)]
         return emit_dfa(dfa_from_strings(listed), chars, host, f"{name}-int")
+    if fractional:
+        steps = float_safe_steps([d for d, _ in fractional])
+        if steps is None:
+            host.relax(
+                fractional[0][1].pointer("multipleOf"),
+                "multipleOf",
+                "fractional multipleOf too far from its double over an unbounded or large range",
+            )
+            return None
+        limit = min(bound for _, bound in steps)
+        low, high = max(low, -limit) if low is not None else -limit, min(high, limit) if high is not None else limit
+        moduli += [step for step, _ in steps]
+        expr = integer_range(low, high)
+        if expr is None:
+            return None
     wanted = [v for v in excluded if float(v).is_integer()]
     if not moduli and not wanted:
         return expr
@@ -126,18 +140,22 @@ def _integers(
     return emit_dfa(dfa, chars, host, f"{name}-int")
 
 
-def _listed_integers(
-    host: NumberHost, low: int | None, high: int | None, divisors: list[tuple[int | float, Facet]]
-) -> list[str] | None:
-    facet = divisors[0][1]
-    if low is None or high is None or high - low > MAX_LISTED:
-        host.relax(
-            facet.pointer("multipleOf"),
-            "multipleOf",
-            "fractional multipleOf over an unbounded or large integer range",
-        )
-        return None
-    return [str(i) for i in range(low, high + 1) if all(host.is_valid(i, f.loc) for _, f in divisors)]
+def float_safe_steps(divisors: list[int | float]) -> list[tuple[int, int]] | None:
+    """For fractional divisors (JSON numbers whose shortest decimal is ``p/q``, reduced), the
+    pairs ``(p, limit)`` such that every multiple ``n`` of ``p`` with ``|n| <= limit`` passes
+    ``jsonschema``'s floating-point test (``n / d`` is integral): ``n / d`` is exactly the
+    integer ``n*q/p`` times ``1 + e`` where ``e`` is the relative gap between the decimal and
+    its double; ``|e| < 2**-54`` and ``|n*q/p| <= 2**53`` make the division round to that
+    integer. ``None`` when some double is too far from its decimal."""
+    out = []
+    for d in divisors:
+        decimal = Fraction(Decimal(repr(float(d))))
+        gap = decimal / Fraction(float(d)) - 1
+        if abs(gap) >= Fraction(1, 2**54):
+            return None
+        p, q = decimal.numerator, decimal.denominator
+        out.append((p, min(2**53, 2**53 * p // q)))
+    return out
 
 
 def _fractions(
@@ -192,15 +210,14 @@ def _listed_fractions(
     """Non-integer multiples of a divisor within bounds, listed and checked one by one."""
     facet = divisors[0][1]
     step = Fraction(Decimal(repr(float(divisors[0][0]))))
-    if not lower or not upper:
-        host.relax(facet.pointer("multipleOf"), "multipleOf", "multipleOf on unbounded numbers")
-        return None
-    low = max(Fraction(v) for v, _ in lower)
-    high = min(Fraction(v) for v, _ in upper)
-    first, last = math.ceil(low / step), math.floor(high / step)
+    first, last = 0, MAX_LISTED + 1
+    if lower and upper:
+        first = math.ceil(max(Fraction(v) for v, _ in lower) / step)
+        last = math.floor(min(Fraction(v) for v, _ in upper) / step)
     if last - first > MAX_LISTED:
-        host.relax(facet.pointer("multipleOf"), "multipleOf", "too many multiples to list")
-        return None
+        if float_safe_steps([d for d, _ in divisors]) is None:
+            host.relax(facet.pointer("multipleOf"), "multipleOf", "too many multiples to list")
+        return None  # narrowed: the integer multiples only (see _integers)
     spellings = []
     for k in range(first, last + 1):
         value = float(k * step)

@@ -1,7 +1,8 @@
 """Object values: declared properties in schema order, then any other members.
 
-Declared (and required) properties appear at most once, in the order the schema lists them,
-each optional one independently present or absent. Members not declared come after them;
+Declared (and required) properties appear at most once, in the order the schema lists them
+or with the required ones first (see :func:`property_orders`), each optional one
+independently present or absent. Members not declared come after them;
 their names exclude the declared ones (so a duplicate key can never override a checked value)
 and are partitioned by which ``patternProperties`` they match, so each name gets exactly the
 value schemas JSON Schema applies to it. ``minProperties`` counts declared members exactly and
@@ -81,7 +82,7 @@ def object_expr(host: ObjectHost, facets: list[Facet], name: str) -> MaybeExpr:
     ws = host.ws if host.ws is not None else EMPTY
     colon = seq(ws, Lit(":"), ws)
     witness_spec = _witness_spec(host, facets)
-    entries: list[tuple[MaybeExpr, bool, MaybeExpr]] = []
+    entries: dict[str, tuple[MaybeExpr, bool, MaybeExpr]] = {}
     for key in known:
         value: MaybeExpr = None
         proof: MaybeExpr = None
@@ -94,11 +95,24 @@ def object_expr(host: ObjectHost, facets: list[Facet], name: str) -> MaybeExpr:
         if key in required and value is None:
             return None
         label = seq(json_string_literal(key), colon)
-        entries.append((seq(label, value), key in required, seq(label, proof)))
+        entries[key] = (seq(label, value), key in required, seq(label, proof))
     extra, witness = _extra_members(host, facets, known, name_locs, name, colon, witness_spec)
     sep = seq(ws, Lit(","), ws)
-    body = _members(host.builder, entries, extra, witness, witness_spec is not None, min_p, max_p, sep, name)
-    return seq(Lit("{"), ws, body, ws, Lit("}"))
+    needs_witness = witness_spec is not None
+    bodies = [
+        _members(host.builder, [entries[k] for k in order], extra, witness, needs_witness, min_p, max_p, sep, name)
+        for order in property_orders(known, required)
+    ]
+    return seq(Lit("{"), ws, alt(*bodies), ws, Lit("}"))
+
+
+def property_orders(known: list[str], required: list[str]) -> list[list[str]]:
+    """The orders in which declared properties may appear: schema order and, when it differs,
+    the ``required`` ones first (in the order ``required`` lists them), then the others in
+    schema order. Each property appears at most once either way."""
+    first = [k for k in required if k in known]
+    second = first + [k for k in known if k not in first]
+    return [known] if second == known else [known, second]
 
 
 def _outside(spec: dict[str, Any], key: str) -> bool:

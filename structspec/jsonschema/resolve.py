@@ -101,6 +101,10 @@ class Document:
         self.anchors: dict[str, Loc] = {}
         self.dynamic: dict[str, list[Loc]] = {}
         self._index(self.root)
+        legacy = schema.get("id") if self.draft == 4 and isinstance(schema, dict) else None
+        if isinstance(legacy, str) and not legacy.startswith("#"):
+            # draft 4 spells the root's identifier ``id``: references may name the document by it
+            self.resources.setdefault(urldefrag(urljoin(DEFAULT_BASE, legacy))[0], self.root)
 
     def _index(self, loc: Loc) -> None:
         stack = [loc]

@@ -1,0 +1,88 @@
+"""``structspec serve``: an OpenAI-compatible HTTP server with grammar-constrained output.
+
+    structspec serve --port 8000
+    structspec serve --model ./my-model --draft-model ./my-draft --max-tokens 1024
+
+Endpoints, limits and the concurrency design are described in docs/server.md. Needs the
+``server`` extra (``pip install 'structspec[server]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from structspec.commands.options import CommandError, add_model_arguments, fail, load_generator, speculative_config
+
+SERVER_EXTRA = "structspec serve needs FastAPI and uvicorn: pip install 'structspec[server]'"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register the ``serve`` sub-command."""
+    from structspec.server.limits import Limits
+
+    defaults = Limits()
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve an OpenAI-compatible API with JSON Schema and grammar constraints",
+        description="Serve POST /v1/chat/completions (response_format json_schema / json_object, a GBNF "
+        "'grammar' field, streaming), POST /v1/extract, GET /v1/models and GET /health.",
+        epilog="example: structspec serve --port 8000   (OpenAI clients: base_url http://127.0.0.1:8000/v1)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    parser.add_argument("--model-id", metavar="NAME", help="model name clients use (default: the model folder's name)")
+    parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    add_model_arguments(parser)
+    group = parser.add_argument_group("limits")
+    group.add_argument("--max-tokens", type=int, default=defaults.max_tokens, metavar="N",
+                       help=f"most tokens a request may ask for (default: {defaults.max_tokens})")
+    group.add_argument("--default-max-tokens", type=int, metavar="N",
+                       help="tokens generated when a request does not say "
+                       f"(default: {defaults.default_max_tokens}, or --max-tokens if smaller)")
+    group.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes, metavar="N",
+                       help=f"largest request body (default: {defaults.max_body_bytes})")
+    group.add_argument("--max-schema-bytes", type=int, default=defaults.max_schema_bytes, metavar="N",
+                       help=f"largest JSON Schema, as compact JSON (default: {defaults.max_schema_bytes})")
+    group.add_argument("--max-schema-depth", type=int, default=defaults.max_schema_depth, metavar="N",
+                       help=f"deepest schema nesting (default: {defaults.max_schema_depth})")
+    group.add_argument("--max-grammar-bytes", type=int, default=defaults.max_grammar_bytes, metavar="N",
+                       help=f"largest GBNF grammar (default: {defaults.max_grammar_bytes})")
+    group.add_argument("--max-queue", type=int, default=defaults.max_queue, metavar="N",
+                       help=f"requests queued or running at once before HTTP 503 (default: {defaults.max_queue})")
+    group.add_argument("--cache-size", type=int, default=defaults.cache_size, metavar="N",
+                       help=f"compiled grammars kept in the LRU cache (default: {defaults.cache_size})")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the model and serve until interrupted; returns the exit status."""
+    try:
+        import uvicorn
+
+        from structspec.server.app import create_app
+    except ImportError:
+        print(f"structspec: error: {SERVER_EXTRA}", file=sys.stderr)
+        return 2
+    from structspec.server.engine import Engine
+    from structspec.server.limits import Limits
+
+    try:
+        limits = Limits(
+            max_body_bytes=args.max_body_bytes,
+            max_schema_bytes=args.max_schema_bytes,
+            max_schema_depth=args.max_schema_depth,
+            max_grammar_bytes=args.max_grammar_bytes,
+            max_tokens=args.max_tokens,
+            default_max_tokens=args.default_max_tokens or min(Limits.default_max_tokens, args.max_tokens),
+            max_queue=args.max_queue,
+            cache_size=args.cache_size,
+        )
+        generator = load_generator(args)
+    except (CommandError, ValueError) as exc:
+        return fail(exc)
+    model_id = args.model_id or (Path(args.model).name if args.model else "structspec-demo")
+    app = create_app(Engine(generator, model_id, speculative_config(args)), limits)
+    print(f"structspec: serving {model_id} on http://{args.host}:{args.port}/v1", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0

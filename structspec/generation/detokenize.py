@@ -1,0 +1,45 @@
+"""Token ids to text pieces, incrementally, without splitting multi-byte characters."""
+
+from __future__ import annotations
+
+import codecs
+from typing import Any
+
+from structspec.vocab import Vocabulary
+
+
+class TextAssembler:
+    """Turns generated token ids into text by their bytes (what the grammar matched). A UTF-8
+    character split across tokens is held back until it is complete. End-of-sequence tokens add
+    nothing; other byteless tokens (control tokens a grammar named) add their tokenizer text."""
+
+    def __init__(self, vocabulary: Vocabulary, tokenizer: Any) -> None:
+        self.vocabulary = vocabulary
+        self.tokenizer = tokenizer
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.pieces: list[str] = []
+
+    def add(self, token_ids: list[int]) -> str:
+        """The newly completed text after ``token_ids``."""
+        parts = []
+        for token_id in token_ids:
+            spelled = self.vocabulary.token_bytes[token_id]
+            if spelled is None:
+                if token_id in self.vocabulary.eos_ids:
+                    continue
+                spelled = self.tokenizer.decode([token_id]).encode("utf-8")
+            parts.append(self._decoder.decode(spelled))
+        piece = "".join(parts)
+        self.pieces.append(piece)
+        return piece
+
+    def finish(self) -> str:
+        """Whatever is left (an incomplete trailing character becomes U+FFFD)."""
+        piece = self._decoder.decode(b"", final=True)
+        self.pieces.append(piece)
+        return piece
+
+    @property
+    def text(self) -> str:
+        """All text so far."""
+        return "".join(self.pieces)

@@ -1,0 +1,188 @@
+"""``Generator``: constrained generation, plain or speculative, over transformers causal LMs."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from structspec.generation.cache import CachedModel, logits_width
+from structspec.generation.chain import DraftChain
+from structspec.generation.config import SpecConfig
+from structspec.generation.constraint import Constraint, to_constraint
+from structspec.generation.detokenize import TextAssembler
+from structspec.generation.drafters import ForcedDrafter, ModelDrafter, NgramDrafter
+from structspec.generation.loop import decode
+from structspec.generation.prompt import Messages, prompt_ids
+from structspec.generation.sampling import Sampling
+from structspec.generation.stats import Result, Stats
+from structspec.generation.vocab_check import draft_vocabulary
+from structspec.masks import CompiledGrammar
+from structspec.masks import compile as compile_grammar
+from structspec.vocab import Vocabulary
+
+
+class Stream:
+    """Iterate (once) for text pieces as tokens are accepted; afterwards :attr:`result` holds
+    the :class:`Result` that ``stream=False`` would have returned."""
+
+    def __init__(self, run: _Run) -> None:
+        self._pieces = run.pieces()
+        self._run = run
+
+    def __iter__(self) -> Iterator[str]:
+        return self._pieces
+
+    @property
+    def result(self) -> Result | None:
+        """The result once the stream is exhausted, else ``None``."""
+        return self._run.result
+
+
+class Generator:
+    """Generates text that follows a constraint from a causal LM, optionally speculatively.
+
+    ``draft_model`` must share the target's vocabulary (checked through ``draft_tokenizer``,
+    which defaults to ``tokenizer``). Compiled constraints are cached per generator.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        draft_model: Any = None,
+        draft_tokenizer: Any = None,
+        cache_size: int = 32,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.vocabulary = Vocabulary.from_tokenizer(tokenizer, vocab_size=logits_width(model))
+        self.draft_model = draft_model.eval() if draft_model is not None else None
+        if draft_model is not None:
+            draft_vocabulary(self.vocabulary, draft_tokenizer or tokenizer, logits_width(draft_model))
+        self._compiled: OrderedDict[Any, tuple[Constraint, CompiledGrammar]] = OrderedDict()
+        self._cache_size = cache_size
+
+    def compile(self, constraint: Any) -> tuple[Constraint, CompiledGrammar]:
+        """The constraint read as a grammar and compiled for this vocabulary (cached)."""
+        key = _cache_key(constraint)
+        hit = self._compiled.get(key) if key is not None else None
+        if hit is not None:
+            self._compiled.move_to_end(key)
+            return hit
+        parsed = to_constraint(constraint)
+        entry = (parsed, compile_grammar(parsed.grammar, self.vocabulary))
+        if key is not None:
+            self._compiled[key] = entry
+            if len(self._compiled) > self._cache_size:
+                self._compiled.popitem(last=False)
+        return entry
+
+    def generate(
+        self,
+        prompt: str | Messages,
+        constraint: Any,
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        seed: int | None = None,
+        speculative: SpecConfig | None = None,
+        stream: bool = False,
+    ) -> Result | Stream:
+        """Generate a continuation of ``prompt`` (text, or chat messages) that follows
+        ``constraint`` (a Grammar, GBNF text, a JSON Schema dict or a Pydantic model class).
+
+        ``speculative=None`` decodes one token per target forward; a :class:`SpecConfig` drafts
+        and verifies (same output distribution; token-identical when greedy). Returns a
+        :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
+        """
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        sampling = Sampling(temperature, top_k, top_p)
+        parsed, compiled = self.compile(constraint)
+        ids = prompt_ids(self.tokenizer, prompt)
+        rng = torch.Generator()
+        if seed is None:
+            rng.seed()  # non-deterministic, and leaves torch's global generator alone
+        else:
+            rng.manual_seed(seed)
+        chain = self._chain(speculative, sampling, rng)
+        run = _Run(self, parsed, compiled, ids, max_new_tokens, sampling, rng, chain, speculative)
+        if stream:
+            return Stream(run)
+        for _ in run.pieces():
+            pass
+        return run.result
+
+    def _chain(self, config: SpecConfig | None, sampling: Sampling, rng: torch.Generator) -> DraftChain | None:
+        if config is None:
+            return None
+        drafters: list = []
+        for source in config.resolved_sources(self.draft_model is not None):
+            if source == "forced":
+                drafters.append(ForcedDrafter())
+            elif source == "ngram":
+                drafters.append(NgramDrafter(config.ngram_max, config.ngram_min))
+            else:
+                runner = CachedModel(self.draft_model, self.vocabulary.size)
+                drafters.append(ModelDrafter(runner, sampling, rng))
+        return DraftChain(drafters, config)
+
+
+@dataclass
+class _Run:
+    """One generation: the loop plus text assembly, stats and the final value."""
+
+    gen: Generator
+    parsed: Constraint
+    compiled: CompiledGrammar
+    ids: list[int]
+    max_new_tokens: int
+    sampling: Sampling
+    rng: torch.Generator
+    chain: DraftChain | None
+    config: SpecConfig | None
+    result: Result | None = None
+
+    def pieces(self) -> Iterator[str]:
+        """Run the loop, yielding text pieces; sets :attr:`result` at the end."""
+        start = time.perf_counter()
+        stats = Stats()
+        matcher = self.compiled.matcher()
+        text = TextAssembler(self.gen.vocabulary, self.gen.tokenizer)
+        target = CachedModel(self.gen.model, self.gen.vocabulary.size)
+        max_draft = self.config.max_draft if self.config else 0
+        generated: list[int] = []
+        steps = decode(target, self.ids, matcher, self.max_new_tokens, self.sampling, self.rng,
+                       self.chain, max_draft, stats)
+        for committed in steps:
+            generated += committed
+            piece = text.add(committed)
+            if piece:
+                yield piece
+        tail = text.finish()
+        if tail:
+            yield tail
+        stats.finish(time.perf_counter() - start, stats.stop_reason)
+        complete = stats.stop_reason != "max_new_tokens" or matcher.is_accepting()
+        value = self.parsed.value(text.text) if complete else None
+        self.result = Result(text.text, value, stats, tuple(generated))
+
+
+def _cache_key(constraint: Any) -> Any:
+    if isinstance(constraint, str):
+        return ("gbnf", constraint)
+    if isinstance(constraint, dict):
+        return ("schema", json.dumps(constraint, sort_keys=True, default=repr))
+    try:
+        return ("type", constraint, hash(constraint))
+    except TypeError:
+        return None

@@ -1,0 +1,57 @@
+"""The decoding loop shared by plain and speculative decoding: draft (maybe nothing), one
+target forward over the pending token plus the draft, verify, commit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from structspec.generation.cache import CachedModel
+from structspec.generation.chain import Draft, DraftChain
+from structspec.generation.sampling import Sampling
+from structspec.generation.stats import Stats
+from structspec.generation.verify import verify
+from structspec.matcher import Matcher
+
+
+def decode(
+    target: CachedModel,
+    prompt: list[int],
+    matcher: Matcher,
+    max_new_tokens: int,
+    sampling: Sampling,
+    rng: torch.Generator,
+    chain: DraftChain | None,
+    max_draft: int,
+    stats: Stats,
+) -> Iterator[list[int]]:
+    """Yield the tokens committed each round until the grammar is finished (an end-of-sequence
+    token or a complete text nothing may follow) or ``max_new_tokens`` are out; sets
+    ``stats.stop_reason``. ``matcher`` follows the committed tokens."""
+    sequence = list(prompt)
+    produced = 0
+    while produced < max_new_tokens and not matcher.is_finished():
+        room = max_new_tokens - produced - 1  # the verified token always comes on top of the draft
+        draft = chain.draft(sequence, matcher.copy(), min(room, max_draft), stats) if chain and room else Draft()
+        with stats.timing("target"):
+            logits = target.logits(sequence + draft.tokens, len(draft.tokens) + 1)
+        stats.target_forwards += 1
+        accepted, token = verify(logits, draft.tokens, draft.qs, matcher, sampling, rng, stats)
+        if chain is not None:
+            chain.record(draft, accepted, stats)
+        committed = draft.tokens[:accepted]
+        if token is not None:
+            with stats.timing("mask"):
+                if not matcher.accept_token(token):
+                    raise RuntimeError(f"the target chose token {token}, which the grammar forbids (mask bug)")
+            committed = [*committed, token]
+        sequence += committed
+        produced += len(committed)
+        stats.tokens = produced
+        yield committed
+    if matcher.is_finished():
+        last = sequence[-1]
+        stats.stop_reason = "eos" if last in matcher.compiled.vocabulary.eos_ids else "grammar"
+    else:
+        stats.stop_reason = "max_new_tokens"

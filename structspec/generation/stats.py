@@ -1,0 +1,102 @@
+"""What a generation did and where its time went."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+TIME_KEYS = ("mask", "draft", "target", "other")
+
+
+@dataclass
+class SourceStats:
+    """Draft tokens one source proposed and how many the target accepted."""
+
+    drafted: int = 0
+    accepted: int = 0
+
+
+@dataclass
+class Stats:
+    """Counters and timings of one generation.
+
+    Attributes:
+        tokens: tokens generated (an end-of-sequence token counts).
+        target_forwards, draft_forwards: model calls.
+        sources: per draft source, drafted and accepted tokens.
+        seconds: time in grammar masks/advancing (``mask``), drafting (``draft``: draft
+            model calls and n-gram lookup), the target model (``target``) and the rest
+            (``other``); ``total`` is wall time.
+        stop_reason: ``"eos"``, ``"grammar"`` (complete, nothing may follow) or ``"max_new_tokens"``.
+    """
+
+    tokens: int = 0
+    target_forwards: int = 0
+    draft_forwards: int = 0
+    sources: dict[str, SourceStats] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys((*TIME_KEYS, "total"), 0.0))
+    stop_reason: str = ""
+
+    @property
+    def drafted(self) -> int:
+        """Draft tokens proposed, all sources."""
+        return sum(s.drafted for s in self.sources.values())
+
+    @property
+    def accepted(self) -> int:
+        """Draft tokens accepted, all sources."""
+        return sum(s.accepted for s in self.sources.values())
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted over drafted (0 when nothing was drafted)."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def tokens_per_forward(self) -> float:
+        """Generated tokens per target forward."""
+        return self.tokens / self.target_forwards if self.target_forwards else 0.0
+
+    @contextmanager
+    def timing(self, key: str) -> Iterator[None]:
+        """Add the time spent in the block to ``seconds[key]`` (blocks must not nest)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[key] += time.perf_counter() - start
+
+    def finish(self, total_seconds: float, stop_reason: str) -> None:
+        """Record wall time (``other`` is what the timed blocks do not cover) and the stop reason."""
+        self.seconds["total"] = total_seconds
+        self.seconds["other"] = max(0.0, total_seconds - sum(self.seconds[k] for k in TIME_KEYS[:3]))
+        self.stop_reason = stop_reason
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON output."""
+        return {
+            "tokens": self.tokens,
+            "target_forwards": self.target_forwards,
+            "draft_forwards": self.draft_forwards,
+            "tokens_per_forward": round(self.tokens_per_forward, 3),
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "acceptance_rate": round(self.acceptance_rate, 3),
+            "sources": {k: {"drafted": v.drafted, "accepted": v.accepted} for k, v in self.sources.items()},
+            "seconds": {k: round(v, 6) for k, v in self.seconds.items()},
+            "stop_reason": self.stop_reason,
+        }
+
+
+@dataclass(frozen=True)
+class Result:
+    """A finished generation: the text, its value (parsed JSON, a validated Pydantic instance,
+    or ``None`` for a plain grammar or an unfinished output) and the stats."""
+
+    text: str
+    value: Any
+    stats: Stats
+    token_ids: tuple[int, ...] = ()

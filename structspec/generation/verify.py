@@ -1,0 +1,65 @@
+"""Checking a draft against one target forward: exact speculative sampling under the grammar."""
+
+from __future__ import annotations
+
+import torch
+
+from structspec.generation.sampling import Sampling
+from structspec.generation.stats import Stats
+from structspec.matcher import Matcher
+
+
+def verify(
+    logits: torch.Tensor,
+    draft: list[int],
+    qs: list[torch.Tensor | None],
+    matcher: Matcher,
+    sampling: Sampling,
+    rng: torch.Generator,
+    stats: Stats,
+) -> tuple[int, int | None]:
+    """Accept a prefix of ``draft`` and choose the token after it.
+
+    ``logits[i]`` is the target's (unmasked) prediction after ``draft[:i]``; ``len(logits)`` is
+    ``len(draft) + 1``. Each row is masked with ``matcher`` advanced along the draft. Greedy:
+    a draft token passes while it equals the masked argmax. Sampling: it passes with
+    probability ``min(1, p/q)`` (``q`` one-hot when ``qs[i]`` is ``None``: a deterministic
+    draft); the first failure is replaced by a sample of ``norm(max(0, p - q))``; if all pass,
+    a bonus token is sampled from the last row. ``matcher`` ends advanced along the accepted
+    tokens (not the returned one). Returns ``(accepted, next_token)``; ``next_token`` is ``None``
+    when an accepted draft token finished the grammar (nothing may follow it).
+    """
+    for i, token in enumerate(draft):
+        row = logits[i]
+        with stats.timing("mask"):
+            matcher.apply_mask(row)
+        if sampling.greedy:
+            best = int(row.argmax())
+            if best != token:
+                return i, best
+        else:
+            p = sampling.probs(row)
+            q = qs[i]
+            q_token = 1.0 if q is None else float(q[token])
+            if float(torch.rand((), generator=rng)) * q_token >= float(p[token]):
+                return i, _resample(p, token, q, rng)
+        with stats.timing("mask"):
+            matcher.accept_token(token)
+            if matcher.is_finished():
+                return i + 1, None
+    row = logits[len(draft)]
+    with stats.timing("mask"):
+        matcher.apply_mask(row)
+    return len(draft), sampling.pick(row, rng)
+
+
+def _resample(p: torch.Tensor, token: int, q: torch.Tensor | None, rng: torch.Generator) -> int:
+    """A sample of ``norm(max(0, p - q))`` after ``token`` was rejected."""
+    if q is None:
+        residual = p.clone()
+        residual[token] = 0.0
+    else:
+        residual = (p - q).clamp_min(0.0)
+    if float(residual.sum()) <= 0.0:  # p == q up to rounding: the residual is undefined, p is exact
+        residual = p
+    return int(torch.multinomial(residual, 1, generator=rng))

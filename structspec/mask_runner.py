@@ -1,0 +1,254 @@
+"""Run a whole vocabulary at once through the grammar's pushdown automaton, from a lone frame.
+
+The token-mask hot path asks, for an automaton state ``q``, which tokens are consumed while the
+stack never pops below ``q``'s frame, and below which token-trie nodes ``q``'s rule may end with
+bytes left. Walking every token through real parse stacks byte by byte is what made first
+visits cost seconds.
+
+:class:`StackRunner` instead determinizes that pushdown lazily: a *run state* is a parse state
+rooted at a lone frame (its ``accepting`` flag: the bottom rule may end here), numbered on first
+sight, and ``trans[run_state, byte_class]`` (``UNKNOWN`` until needed, ``DEAD`` for no move) is a
+dense int32 table filled on demand with one ``ParseState.advance_byte`` per new entry. A run is
+a breadth-first sweep of the token trie (:mod:`structspec.mask_trie`): one numpy step per depth
+over every live (node, run state) pair, so shared prefixes are run once and only entries never
+seen before touch Python. A subtree whose remaining bytes all loop on its run state is accepted
+whole, without expanding it (inside a JSON string that is most of the vocabulary). The table is
+shared by every ``q`` of the compiled grammar, so the parse work is bounded by the number of
+distinct (run state, byte class) pairs, not by the size of the vocabulary.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from structspec.mask_trie import TokenTrie, set_words
+from structspec.parse_state import ParseState, close, frame
+from structspec.ruleset import RuleSet
+from structspec.utf8 import utf8_sequences
+
+UNKNOWN = -2
+DEAD = -1
+PROBE_AT = 256  # trie nodes sitting in one run state at once, from which its loops are probed
+MAX_CLOSED = 16  # run states a probed loop may wander through
+
+
+def loop_words(state: ParseState) -> tuple[int, int]:
+    """The bytes on which every stack of ``state`` stays put (its top loops), as the two words
+    of :func:`~structspec.mask_trie.set_words`: a token whose rest is only such bytes is
+    consumed from ``state``."""
+    loops: set[int] | None = None
+    byte_next = state.rules.byte_next
+    for head in state.heads:
+        q = head.state
+        here = {b for b, target in byte_next[q].items() if target == q}
+        loops = here if loops is None else loops & here
+    return set_words(loops or set())
+
+
+def rows_in(lo: np.ndarray, hi: np.ndarray, n_rows: int) -> np.ndarray:
+    """Bool ``[n_rows]``: the union of the row ranges ``[lo[i], hi[i])``."""
+    marks = np.bincount(lo, minlength=n_rows + 1) - np.bincount(hi, minlength=n_rows + 1)
+    return np.cumsum(marks[:n_rows]) > 0
+
+
+class StackRunner:
+    """A lazily built DFA over lone-frame parse states for one rule set and one token trie."""
+
+    def __init__(self, rules: RuleSet, trie: TokenTrie) -> None:
+        self.rules = rules
+        self.trie = trie
+        self.byte_class = rules.byte_class.astype(np.int32)
+        self._node_class = self.byte_class[trie.byte]
+        n_classes = int(self.byte_class.max(initial=0)) + 1
+        self._representative = [int(np.flatnonzero(self.byte_class == c)[0]) for c in range(n_classes)]
+        multibyte = utf8_sequences(((0x80, 0x10FFFF),))
+        self._multibyte = [[np.unique(self.byte_class[lo : hi + 1]).tolist() for lo, hi in seq] for seq in multibyte]
+        self._states: list[ParseState] = []
+        self._ids: dict[ParseState, int] = {}
+        self._starts: dict[int, int] = {}
+        self._trans = np.full((64, n_classes), UNKNOWN, dtype=np.int32)
+        self._pops = np.zeros(64, dtype=bool)
+        self._loops = np.zeros((64, 2), dtype=np.uint64)
+        self._has_loop = np.zeros(64, dtype=bool)
+        self._probed = np.zeros(64, dtype=bool)
+        self._lock = threading.RLock()
+
+    @property
+    def n_run_states(self) -> int:
+        """How many run states were numbered so far."""
+        return len(self._states)
+
+    def start(self, q: int) -> int:
+        """The run state of a lone frame topped by automaton state ``q``."""
+        found = self._starts.get(q)
+        if found is None:
+            with self._lock:
+                heads, accepting = close(self.rules, [frame(self.rules, q, None)])
+                found = self._starts[q] = self._number(ParseState(self.rules, heads, accepting))
+        return found
+
+    def run(self, start: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Run the tokens below the trie ``nodes`` (their prefixes already consumed) from run
+        state ``start``.
+
+        Returns row ranges ``(lo, hi)`` of the tokens consumed to their end without popping
+        the start frame, and the nodes after which the start frame's rule may end while the
+        tokens below have bytes left (never a start node itself: an end there is the
+        caller's own closure).
+        """
+        with self._lock:
+            return self._run(start, nodes.astype(np.int32, copy=False))
+
+    def _run(self, start: int, node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        trie = self.trie
+        cur = np.full(len(node), start, dtype=np.int32)
+        lo_parts: list[np.ndarray] = []
+        hi_parts: list[np.ndarray] = []
+        pending: list[np.ndarray] = []
+        step = 0
+        while len(node):
+            if step:
+                lo_parts.append(trie.row_lo[node])
+                hi_parts.append(trie.end_hi[node])
+            self._probe_crowded(cur)
+            looping = np.flatnonzero(self._has_loop[cur])
+            if len(looping):
+                # Everything below only loops on every stack: consumed, no need to expand it.
+                rest, loops = trie.rest_sets[node[looping]], self._loops[cur[looping]]
+                stays = looping[((rest[:, 0] & ~loops[:, 0]) | (rest[:, 1] & ~loops[:, 1])) == 0]
+                if len(stays):
+                    lo_parts.append(trie.end_hi[node[stays]])
+                    hi_parts.append(trie.row_hi[node[stays]])
+                    keep = np.ones(len(node), dtype=bool)
+                    keep[stays] = False
+                    node, cur = node[keep], cur[keep]
+            if step:
+                pops = self._pops[cur]
+                if pops.any():
+                    pending.append(node[pops])
+            first = trie.child_lo[node]
+            counts = trie.child_hi[node] - first
+            total = int(counts.sum())
+            if not total:
+                break
+            parent = np.repeat(np.arange(len(node), dtype=np.int32), counts)
+            child = np.arange(total, dtype=np.int32) + np.repeat(first - (np.cumsum(counts) - counts), counts)
+            cls = self._node_class[child]
+            src = cur[parent]
+            nxt = self._trans[src, cls]
+            missing = np.flatnonzero(nxt == UNKNOWN)
+            if len(missing):
+                self._fill(src[missing], cls[missing])
+                nxt[missing] = self._trans[src[missing], cls[missing]]
+            alive = np.flatnonzero(nxt >= 0)
+            node, cur = child[alive], nxt[alive]
+            step += 1
+        empty = np.zeros(0, np.int32)
+        lo = np.concatenate(lo_parts) if lo_parts else empty
+        hi = np.concatenate(hi_parts) if hi_parts else empty
+        pend = np.concatenate(pending) if pending else empty
+        return lo, hi, pend[trie.end_hi[pend] < trie.row_hi[pend]]
+
+    def _probe_crowded(self, states: np.ndarray) -> None:
+        """Learn the loop set of run states that many nodes sit in at once (see
+        :meth:`_closed_loops`); states seen fewer times keep their automaton self-loops."""
+        fresh = states[~self._probed[states]]
+        if len(fresh) < PROBE_AT:
+            return
+        counts = np.bincount(fresh)
+        for state in np.flatnonzero(counts >= PROBE_AT).tolist():
+            self._probed[state] = True
+            low, high = self._closed_loops(state)
+            self._loops[state, 0] |= np.uint64(low)
+            self._loops[state, 1] |= np.uint64(high)
+            self._has_loop[state] = bool(self._loops[state, 0] or self._loops[state, 1])
+
+    def _closed_loops(self, state: int) -> tuple[int, int]:
+        """A byte-class set ``L`` (and whether whole multi-byte characters join it) such that
+        the run states reachable from ``state`` by ``L`` bytes and characters are few, and from
+        each of them every ``L`` byte and every character moves through live states to another
+        of them: any token rest made of those keeps the run alive. Starts from everything live
+        and drops, while some reachable state breaks the rule, the step that first reached it
+        (or the broken step itself, at ``state``)."""
+        row = self._row(state)
+        allowed, utf8 = {c for c in range(len(row)) if row[c] >= 0}, True
+        while True:
+            broken = self._break_in_closure(state, allowed, utf8)
+            if broken is None:
+                looping = np.isin(self.byte_class, sorted(allowed))
+                return set_words(set(np.flatnonzero(looping).tolist()), utf8)
+            if broken == "overflow":
+                return 0, 0
+            if broken == "utf8":
+                utf8 = False
+            else:
+                allowed.discard(broken)
+
+    def _break_in_closure(self, state: int, allowed: set[int], utf8: bool) -> int | str | None:
+        """The step to drop from (``allowed``, ``utf8``) for :meth:`_closed_loops`, None when
+        the closure is sound, ``"overflow"`` when it has more than ``MAX_CLOSED`` states."""
+        reached: dict[int, int | str | None] = {state: None}  # run state -> the step that reached it
+        todo = [state]
+        while todo:
+            current = todo.pop()
+            row = self._row(current)
+            steps: list[tuple[int | str, set[int] | None]] = [(c, {int(row[c])}) for c in sorted(allowed)]
+            if utf8:
+                steps.append(("utf8", self._character_ends(current)))
+            for step, targets in steps:
+                if targets is None or DEAD in targets:
+                    return step if reached[current] is None else reached[current]
+                for target in targets - reached.keys():
+                    reached[target] = step if reached[current] is None else reached[current]
+                    todo.append(target)
+            if len(reached) > MAX_CLOSED:
+                return "overflow"
+        return None
+
+    def _row(self, state: int) -> np.ndarray:
+        """The whole transition row of ``state``, filled."""
+        classes = np.flatnonzero(self._trans[state] == UNKNOWN)
+        if len(classes):
+            self._fill(np.full(len(classes), state, dtype=np.int32), classes)
+        return self._trans[state]
+
+    def _character_ends(self, state: int) -> set[int] | None:
+        """The run states after each well-formed multi-byte character from ``state``, or None
+        when some character (or a prefix of one) dies on the way."""
+        ends: set[int] = set()
+        for sequence in self._multibyte:
+            current = {state}
+            for classes in sequence:
+                current = {int(self._row(s)[c]) for s in current for c in classes}
+                if DEAD in current:
+                    return None
+            ends |= current
+        return ends
+
+    def _fill(self, states: np.ndarray, classes: np.ndarray) -> None:
+        pairs = np.unique(states.astype(np.int64) * self._trans.shape[1] + classes)
+        for pair in pairs.tolist():
+            state, cls = divmod(pair, self._trans.shape[1])
+            following = self._states[state].advance_byte(self._representative[cls])
+            self._trans[state, cls] = DEAD if following is None else self._number(following)
+
+    def _number(self, state: ParseState) -> int:
+        found = self._ids.get(state)
+        if found is not None:
+            return found
+        found = len(self._states)
+        if found == len(self._pops):
+            self._trans = np.concatenate([self._trans, np.full_like(self._trans, UNKNOWN)])
+            self._pops = np.concatenate([self._pops, np.zeros_like(self._pops)])
+            self._loops = np.concatenate([self._loops, np.zeros_like(self._loops)])
+            self._has_loop = np.concatenate([self._has_loop, np.zeros_like(self._has_loop)])
+            self._probed = np.concatenate([self._probed, np.zeros_like(self._probed)])
+        self._states.append(state)
+        self._ids[state] = found
+        self._pops[found] = state.accepting
+        low, high = loop_words(state)
+        self._loops[found] = (low, high)
+        self._has_loop[found] = bool(low or high)
+        return found

@@ -1,0 +1,57 @@
+"""The extraction prompt format shared by the corpus tool, training and ``structspec extract``.
+
+One place defines how a source text and a JSON Schema become chat messages, which special
+tokens the bundled demo tokenizer has, and the Jinja chat template that renders messages into
+the exact text the demo models were trained on.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+SYSTEM_TOKEN = "<|system|>"
+USER_TOKEN = "<|user|>"
+ASSISTANT_TOKEN = "<|assistant|>"
+END_TOKEN = "<|end|>"
+PAD_TOKEN = "<|pad|>"
+SPECIAL_TOKENS = (PAD_TOKEN, END_TOKEN, SYSTEM_TOKEN, USER_TOKEN, ASSISTANT_TOKEN)
+"""Special tokens of the demo tokenizer, in id order (``<|pad|>`` is id 0)."""
+
+DEFAULT_INSTRUCTIONS = "Extract the data from the text as JSON that follows the schema."
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
+)
+"""Renders ``<|role|>\\ncontent<|end|>\\n`` per message, then ``<|assistant|>\\n`` for generation."""
+
+
+def compact_json(value: Any) -> str:
+    """JSON text without spaces, non-ASCII kept as is: the form of schemas and answers in prompts."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def extraction_messages(text: str, schema: dict[str, Any], instructions: str | None = None) -> list[dict[str, str]]:
+    """Chat messages asking a model to extract ``schema``-shaped JSON from ``text``."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if not isinstance(schema, dict):
+        raise TypeError(f"schema must be a JSON object (dict), got {type(schema).__name__}")
+    content = f"{instructions or DEFAULT_INSTRUCTIONS}\nSchema: {compact_json(schema)}\nText:\n{text.strip()}"
+    return [{"role": "user", "content": content}]
+
+
+def render_prompt(messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    """The text :data:`CHAT_TEMPLATE` produces, without needing Jinja (used to build the corpus)."""
+    parts = [f"<|{m['role']}|>\n{m['content']}{END_TOKEN}\n" for m in messages]
+    if add_generation_prompt:
+        parts.append(f"{ASSISTANT_TOKEN}\n")
+    return "".join(parts)
+
+
+def render_answer(value: Any) -> str:
+    """The assistant turn the models are trained to produce: compact JSON, then the end-of-turn token."""
+    return compact_json(value) + END_TOKEN

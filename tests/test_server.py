@@ -1,0 +1,375 @@
+"""``structspec serve`` over real HTTP: a uvicorn server on 127.0.0.1 with the stories260K model,
+driven by httpx and the official ``openai`` client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+from tiny_models import one_thread, stories_model, tokenizer
+
+from structspec.grammar import Grammar
+
+pytest.importorskip("fastapi", reason="the server extra is not installed")
+openai = pytest.importorskip("openai", reason="the openai client is not installed")
+
+__all__ = ["one_thread"]
+
+MODEL_ID = "stories-test"
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"enum": ["Lily", "Tom", "Sue"]},
+        "age": {"type": "integer", "minimum": 1, "maximum": 99},
+        "happy": {"type": "boolean"},
+    },
+    "required": ["name", "age", "happy"],
+    "additionalProperties": False,
+}
+YES_NO = 'root ::= "yes" | "no"'
+MESSAGES = [{"role": "user", "content": "Once upon a time there was a girl."}]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """The base URL of a live server (small limits so that limit tests stay cheap)."""
+    import uvicorn
+
+    from structspec.generation import Generator, SpecConfig
+    from structspec.server.app import create_app
+    from structspec.server.engine import Engine
+    from structspec.server.limits import Limits
+
+    generator = Generator(stories_model(), tokenizer("stories260K"))
+    limits = Limits(
+        max_body_bytes=20_000, max_grammar_bytes=2000, max_schema_depth=12, max_tokens=96, default_max_tokens=48
+    )
+    app = create_app(Engine(generator, MODEL_ID, SpecConfig()), limits)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    uvicorn_server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=uvicorn_server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not uvicorn_server.started:
+        if not thread.is_alive():
+            pytest.fail("the server did not start")
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    uvicorn_server.should_exit = True
+    thread.join()
+    sock.close()
+
+
+@pytest.fixture(scope="module")
+def http(server: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server, timeout=120) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def client(server: str) -> Any:
+    return openai.OpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def chat(http: httpx.Client, **body: Any) -> httpx.Response:
+    return http.post("/v1/chat/completions", json={"messages": MESSAGES, **body})
+
+
+def assert_error(response: httpx.Response, status: int, *fragments: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert "Traceback" not in error["message"]
+    for fragment in fragments:
+        assert fragment in error["message"] or fragment == error["param"], error
+    return error
+
+
+def wait_until_idle(http: httpx.Client) -> dict[str, Any]:
+    """``/health`` once no job is queued or running (a cancelled job stops within one decoding step)."""
+    health = http.get("/health").json()
+    for _ in range(1200):
+        if health["queued"] == 0:
+            break
+        time.sleep(0.05)
+        health = http.get("/health").json()
+    assert health["queued"] == 0, health
+    return health
+
+
+def test_health_and_models(http: httpx.Client, client: Any) -> None:
+    assert http.get("/health").json()["status"] == "ok"
+    assert [model.id for model in client.models.list()] == [MODEL_ID]
+
+
+def test_json_schema_output_validates(client: Any, http: httpx.Client) -> None:
+    reply = client.chat.completions.create(
+        model=MODEL_ID,
+        messages=MESSAGES,
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}},
+        max_tokens=64,
+    )
+    choice = reply.choices[0]
+    assert choice.finish_reason == "stop"
+    jsonschema.validate(json.loads(choice.message.content), PERSON)
+    assert reply.usage.completion_tokens > 0 and reply.usage.prompt_tokens > 0
+    # The same schema again is served from the grammar cache, with the same greedy answer.
+    hits = http.get("/health").json()["grammar_cache"]["hits"]
+    again = chat(http, response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}},
+                 max_tokens=64)
+    assert again.json()["choices"][0]["message"]["content"] == choice.message.content
+    assert http.get("/health").json()["grammar_cache"]["hits"] == hits + 1
+
+
+def test_json_object_output_is_json_object_or_its_prefix(http: httpx.Client) -> None:
+    body = chat(http, response_format={"type": "json_object"}, max_tokens=24).json()
+    content, finish = body["choices"][0]["message"]["content"], body["choices"][0]["finish_reason"]
+    if finish == "stop":
+        assert isinstance(json.loads(content), dict)
+    else:
+        assert finish == "length" and Grammar.from_json_schema({"type": "object"}).initial_state().advance(content)
+
+
+def test_grammar_field(client: Any) -> None:
+    reply = client.chat.completions.create(model=MODEL_ID, messages=MESSAGES, extra_body={"grammar": YES_NO})
+    assert reply.choices[0].message.content in {"yes", "no"}
+    assert reply.choices[0].finish_reason == "stop"
+
+
+def test_streaming_matches_the_whole_reply(client: Any) -> None:
+    request = {
+        "model": MODEL_ID,
+        "messages": MESSAGES,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}},
+        "max_tokens": 64,
+    }
+    whole = client.chat.completions.create(**request).choices[0].message.content
+    chunks = list(client.chat.completions.create(**request, stream=True, stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole
+    finals = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finals == ["stop"]
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+
+def test_stream_ends_with_done(http: httpx.Client) -> None:
+    with http.stream("POST", "/v1/chat/completions",
+                     json={"messages": MESSAGES, "grammar": YES_NO, "stream": True}) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = [line for line in response.iter_lines() if line]
+    assert all(line.startswith("data: ") for line in events)
+    assert events[-1] == "data: [DONE]"
+    chunks = [json.loads(line[6:]) for line in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" and c["model"] == MODEL_ID for c in chunks)
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) in {"yes", "no"}
+
+
+def test_extract(http: httpx.Client) -> None:
+    response = http.post("/v1/extract", json={"text": "Tom is 7 and happy.", "schema": PERSON, "max_tokens": 64})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    jsonschema.validate(body["data"], PERSON)
+    assert body["stats"]["tokens"] > 0 and body["stats"]["stop_reason"] in {"eos", "grammar"}
+
+
+def test_concurrent_requests_do_not_interfere(http: httpx.Client) -> None:
+    grammars = [YES_NO, 'root ::= [0-9]{3}', 'root ::= "a" [bc]{2,4}', YES_NO, 'root ::= ("x" | "y"){5}']
+    alone = [chat(http, grammar=g, max_tokens=16).json()["choices"][0]["message"]["content"] for g in grammars]
+    with ThreadPoolExecutor(len(grammars)) as pool:
+        together = list(pool.map(lambda g: chat(http, grammar=g, max_tokens=16), grammars))
+    assert [r.json()["choices"][0]["message"]["content"] for r in together] == alone
+    assert all(Grammar.from_gbnf(g).matches(text) for g, text in zip(grammars, alone, strict=True))
+
+
+def test_unsupported_schema_names_pointers(http: httpx.Client) -> None:
+    schema = {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True},
+                                               "ids": {"type": "array", "items": {"type": "string"},
+                                                       "uniqueItems": True}}}
+    response = chat(http, response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
+    error = assert_error(response, 400, "#/properties/tags/uniqueItems", "#/properties/ids/uniqueItems")
+    assert error["param"] == "response_format.json_schema.schema#/properties/tags/uniqueItems"
+    assert error["code"] == "unsupported_schema"
+
+
+def test_bad_grammar_names_line_and_column(client: Any) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model=MODEL_ID, messages=MESSAGES,
+                                       extra_body={"grammar": 'root ::= "a"\nitem ::= [a-'})
+    error = caught.value.body
+    assert error["param"] == "grammar" and error["message"].startswith("grammar 2:")
+    assert error["code"].startswith("grammar_E")
+
+
+@pytest.mark.parametrize(
+    ("body", "fragments"),
+    [
+        ({"max_tokens": 97}, ("max_tokens", "1..96")),
+        ({"max_completion_tokens": 0}, ("max_completion_tokens",)),
+        ({"temperature": 5}, ("temperature",)),
+        ({"model": "gpt-4o"}, ("gpt-4o",)),
+        ({"response_format": {"type": "json_schema"}}, ("response_format.json_schema",)),
+        ({"grammar": YES_NO, "response_format": {"type": "json_object"}}, ("grammar",)),
+        ({"messages": []}, ("messages",)),
+        ({"messages": [{"role": "user", "content": "hi " * 600}]}, ("context of 512 tokens",)),
+        ({"grammar": "root ::= x\n" + "x ::= [a-z]\n" * 200}, ("grammar", "2000")),
+    ],
+)
+def test_bad_requests_get_400(http: httpx.Client, body: dict[str, Any], fragments: tuple[str, ...]) -> None:
+    status = 404 if "model" in body else 400
+    assert_error(chat(http, **body), status, *fragments)
+
+
+def test_schema_too_deep(http: httpx.Client) -> None:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(12):
+        schema = {"type": "array", "items": schema}
+    error = assert_error(chat(http, response_format={"type": "json_schema", "json_schema": {"schema": schema}}),
+                         400, "depth")
+    assert error["code"] == "schema_too_deep"
+
+
+def test_oversized_and_malformed_bodies(http: httpx.Client) -> None:
+    big = chat(http, grammar="root ::= " + " | ".join(f'"{i}"' for i in range(5000)))
+    assert assert_error(big, 400, "20000")["code"] == "body_too_large"
+    chunked = http.post("/v1/chat/completions", content=iter([b"[" * 15_000, b"1" * 15_000]))
+    assert assert_error(chunked, 400)["code"] == "body_too_large"
+    malformed = http.post("/v1/chat/completions", content=b'{"messages": [\n  {"role": }]}')
+    assert assert_error(malformed, 400, "body 2:")["code"] == "invalid_json"
+    assert_error(http.get("/v1/nothing"), 404)
+
+
+def test_disconnect_mid_stream_frees_the_worker(http: httpx.Client) -> None:
+    before = http.get("/health").json()["cancelled"]
+    body = {"messages": MESSAGES, "grammar": "root ::= [a-z ]{90}", "max_tokens": 96, "stream": True}
+    with http.stream("POST", "/v1/chat/completions", json=body) as response:
+        lines = response.iter_lines()
+        assert next(lines).startswith("data: ")
+    # The server notices the closed connection at its next write and stops decoding.
+    assert wait_until_idle(http)["cancelled"] == before + 1
+    reply = chat(http, grammar=YES_NO).json()
+    assert reply["choices"][0]["message"]["content"] in {"yes", "no"}
+
+
+def test_disconnect_while_waiting_cancels_the_job(server: str, http: httpx.Client) -> None:
+    before = http.get("/health").json()["cancelled"]
+    body = json.dumps({"messages": MESSAGES, "grammar": "root ::= [a-z ]+", "max_tokens": 96}).encode()
+    host, port = server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as raw:
+        raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        # Hang up once the job holds the worker (96 tokens take far longer than a /health round trip).
+        for _ in range(1000):
+            if http.get("/health").json()["queued"]:
+                break
+    assert wait_until_idle(http)["cancelled"] == before + 1
+
+
+def test_worker_runs_one_job_at_a_time_and_refuses_past_the_queue_limit() -> None:
+    from structspec.server.errors import APIError
+    from structspec.server.worker import GenerationWorker
+
+    release = threading.Event()
+    log: list[str] = []
+
+    def job(name: str) -> Any:
+        def run() -> Iterator[str]:
+            log.append(f"start {name}")
+            release.wait()
+            yield name
+            log.append(f"end {name}")
+
+        return run
+
+    async def scenario() -> list[list[str]]:
+        worker = GenerationWorker(max_queue=2)
+        first, second = worker.submit(job("a")), worker.submit(job("b"))
+        with pytest.raises(APIError) as caught:
+            worker.submit(job("c"))
+        assert caught.value.status == 503 and caught.value.code == "queue_full"
+        release.set()
+        results = [[item async for item in first], [item async for item in second]]
+        worker.close()
+        return results
+
+    assert asyncio.run(scenario()) == [["a"], ["b"]]
+    assert log == ["start a", "end a", "start b", "end b"]
+
+
+def test_worker_closes_the_job_when_its_consumer_leaves() -> None:
+    from structspec.server.worker import GenerationWorker
+
+    closed, resume = threading.Event(), threading.Event()
+    produced: list[int] = []
+
+    def run() -> Iterator[int]:
+        try:
+            for step in range(1000):
+                produced.append(step)
+                yield step
+                resume.wait()  # the next step starts only after the consumer has left
+        finally:
+            closed.set()
+
+    async def scenario() -> GenerationWorker:
+        worker = GenerationWorker(max_queue=1)
+        items = worker.submit(run)
+        assert await anext(items) == 0
+        await items.aclose()
+        resume.set()
+        while worker.active:
+            await asyncio.sleep(0.01)
+        worker.close()
+        return worker
+
+    worker = asyncio.run(scenario())
+    assert closed.is_set() and worker.cancelled == 1 and produced == [0, 1]
+
+
+def test_unexpected_errors_are_a_bare_500() -> None:
+    from structspec.server.app import create_app
+    from structspec.server.engine import Engine
+
+    class Broken:
+        tokenizer = tokenizer("stories260K")
+
+        def generate(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("secret internals")
+
+    app = create_app(Engine(Broken(), "broken"))
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+
+    async def post(body: dict[str, Any]) -> httpx.Response:
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as local:
+            return await local.post("/v1/chat/completions", json=body)
+
+    for stream in (False, True):
+        response = asyncio.run(post({"messages": MESSAGES, "grammar": YES_NO, "stream": stream}))
+        assert response.status_code == 500
+        assert response.json() == {"error": {"message": "internal server error", "type": "server_error",
+                                             "param": None, "code": None}}
+    app.state.worker.close()
+
+
+def test_openai_parse_with_a_pydantic_model(client: Any) -> None:
+    from typing import Literal
+
+    from pydantic import BaseModel
+
+    class Kid(BaseModel):
+        name: Literal["Lily", "Tom"]
+        happy: bool
+
+    parsed = client.chat.completions.parse(model=MODEL_ID, messages=MESSAGES, response_format=Kid, max_tokens=32)
+    kid = parsed.choices[0].message.parsed
+    assert isinstance(kid, Kid) and kid.name in {"Lily", "Tom"}

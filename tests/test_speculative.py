@@ -1,0 +1,237 @@
+"""Speculative decoding is exact.
+
+* Greedy: speculative output is token-identical to plain constrained greedy output, for random
+  tiny Llama models over real tokenizers (gpt2, llama2), several seeds, JSON Schema and GBNF
+  constraints, and every drafter combination (forced / n-gram / draft model / all), with a
+  draft model that agrees with the target (the target itself) and one that does not.
+* Sampling: the distribution of speculative outputs equals plain masked sampling, checked by
+  chi-square goodness of fit against the exact distribution (enumerated by brute force over
+  the grammar's token tree) on the 512-id stories260K vocabulary. Each check rejects at
+  p < 1e-3, so a correct implementation fails a given check with probability 0.1% over seeds;
+  seeds are fixed, so the outcome is reproducible.
+* Real weights (stories260K) give JSON that validates against sample schemas.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import torch
+from tiny_models import one_thread, stories_model, tiny_llama, tokenizer
+
+from structspec import Grammar, Vocabulary
+from structspec import compile as compile_grammar
+from structspec.generation import Generator, SpecConfig
+from structspec.generation.sampling import Sampling
+from structspec.generation.stats import Stats
+from structspec.generation.verify import verify
+
+__all__ = ["one_thread"]
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 8},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "colors": {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "maxItems": 2},
+    },
+    "required": ["name", "age", "colors"],
+    "additionalProperties": False,
+}
+GBNF = 'root ::= "items: " item (", " item){0,3} "."\nitem ::= [a-z]{1,6} | [0-9]{1,3}'
+PROMPT = 'Alice is 31 and likes red and blue. {"name":"Alice","age":31,"colors":["red","blue"]} items: red, 31.'
+COMBOS = {
+    "forced": ("forced",),
+    "ngram": ("ngram",),
+    "draft": ("draft",),
+    "forced+ngram": ("forced", "ngram"),
+    "all": ("forced", "ngram", "draft"),
+}
+
+
+def _valid(constraint, text: str) -> bool:
+    if isinstance(constraint, dict):
+        jsonschema.validate(json.loads(text), constraint)
+        return True
+    return Grammar.from_gbnf(constraint).matches(text)
+
+
+@pytest.mark.parametrize("tokenizer_name", ["gpt2", "llama2"])
+@pytest.mark.parametrize("constraint", [SCHEMA, GBNF], ids=["schema", "gbnf"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_greedy_speculative_is_token_identical(tokenizer_name: str, constraint, seed: int) -> None:
+    tok = tokenizer(tokenizer_name)
+    target = tiny_llama(len(tok), seed)
+    stranger = tiny_llama(len(tok), seed + 100)
+    plain = Generator(target, tok).generate(PROMPT, constraint, max_new_tokens=40)
+    assert plain.stats.target_forwards == plain.stats.tokens
+    if plain.stats.stop_reason != "max_new_tokens":
+        assert _valid(constraint, plain.text)
+    for draft_model in (target, stranger):
+        gen = Generator(target, tok, draft_model=draft_model)
+        for name, sources in COMBOS.items():
+            result = gen.generate(PROMPT, constraint, max_new_tokens=40, speculative=SpecConfig(sources=sources))
+            assert result.token_ids == plain.token_ids, (name, draft_model is target)
+            assert result.text == plain.text
+            assert result.stats.stop_reason == plain.stats.stop_reason
+            assert result.stats.target_forwards <= plain.stats.target_forwards
+            if name == "draft" and draft_model is target:
+                assert result.stats.acceptance_rate == 1.0  # a draft equal to the target is always right
+
+
+# -- sampling ----------------------------------------------------------------------------------
+
+SAMPLING_GRAMMAR = 'root ::= [ab] " ab" [ab]?'
+
+
+def _exact_distribution(model, prompt: list[int], compiled, sampling: Sampling) -> dict[tuple[int, ...], float]:
+    """Probability of every complete output of plain masked sampling, by walking the token tree."""
+    leaves: dict[tuple[int, ...], float] = {}
+    stack = [((), compiled.matcher(), 1.0)]
+    while stack:
+        tokens, matcher, prob = stack.pop()
+        if matcher.is_finished():
+            leaves[tokens] = leaves.get(tokens, 0.0) + prob
+            continue
+        with torch.no_grad():
+            row = model(input_ids=torch.tensor([prompt + list(tokens)])).logits[0, -1].float()
+        probs = sampling.probs(matcher.apply_mask(row))
+        for token in torch.nonzero(probs > 0).flatten().tolist():
+            child = matcher.copy()
+            assert child.accept_token(token)
+            stack.append(((*tokens, token), child, prob * float(probs[token])))
+    return leaves
+
+
+def _chi_square_p(counts: dict, expected: dict[tuple, float], n: int) -> float:
+    """p-value of the counts under ``expected``; outcomes expected fewer than 5 times are pooled."""
+    assert set(counts) <= set(expected), "an outcome plain sampling can never produce"
+    stat, cells, pooled_obs, pooled_exp = 0.0, 0, 0, 0.0
+    for outcome, p in expected.items():
+        if n * p >= 5:
+            stat += (counts.get(outcome, 0) - n * p) ** 2 / (n * p)
+            cells += 1
+        else:
+            pooled_obs += counts.get(outcome, 0)
+            pooled_exp += n * p
+    if pooled_exp > 0:
+        stat += (pooled_obs - pooled_exp) ** 2 / pooled_exp
+        cells += 1
+    dof = max(cells - 1, 1)
+    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(stat / 2)))
+
+
+@pytest.mark.parametrize(
+    ("sources", "temperature", "top_k", "top_p"),
+    [
+        (None, 1.0, 0, 1.0),
+        (("forced", "ngram", "draft"), 1.0, 0, 1.0),
+        (("draft", "ngram"), 0.8, 3, 0.9),
+    ],
+    ids=["plain", "all", "draft+ngram-topk-topp"],
+)
+def test_sampling_matches_plain_distribution(sources, temperature: float, top_k: int, top_p: float) -> None:
+    tok = tokenizer("stories260K")
+    target = tiny_llama(len(tok), 7, scale=0.4)
+    drafter = tiny_llama(len(tok), 8, scale=0.4)
+    gen = Generator(target, tok, draft_model=drafter)
+    prompt = "a ab b ab ba"
+    _, compiled = gen.compile(SAMPLING_GRAMMAR)
+    sampling = Sampling(temperature, top_k, top_p)
+    expected = _exact_distribution(target, list(tok(prompt)["input_ids"]), compiled, sampling)
+    spec = SpecConfig(sources=sources) if sources else None
+    n = 300
+    counts: dict[tuple[int, ...], int] = {}
+    for seed in range(n):
+        result = gen.generate(prompt, SAMPLING_GRAMMAR, max_new_tokens=8, temperature=temperature,
+                              top_k=top_k, top_p=top_p, seed=seed, speculative=spec)
+        counts[result.token_ids] = counts.get(result.token_ids, 0) + 1
+    assert _chi_square_p(counts, expected, n) > 1e-3
+
+
+def test_verify_one_step_is_exact_for_sampled_and_one_hot_drafts() -> None:
+    """One verification step alone: the token in the drafted position is distributed as the
+    target's masked p whatever q drafted it (5,000 draws per case, p < 1e-3 rejects)."""
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"d", b"e", None], eos_ids=[5])
+    compiled = compile_grammar(Grammar.from_gbnf("root ::= [a-d] [a-e]"), vocab)
+    rng = torch.Generator().manual_seed(0)
+    logits = torch.tensor([[1.0, 0.2, -0.5, 0.7, 3.0, 0.0], [0.0] * 6])
+    sampling = Sampling(temperature=1.0)
+    p = sampling.probs(compiled.matcher().apply_mask(logits[0].clone()))
+    q_model = torch.tensor([0.05, 0.6, 0.3, 0.05, 0.0, 0.0])
+    n = 5000
+    for q in (q_model, None):
+        counts: dict[tuple[int], int] = {}
+        for _ in range(n):
+            draft = int(torch.multinomial(q_model, 1, generator=rng)) if q is not None else 2
+            accepted, token = verify(logits.clone(), [draft], [q], compiled.matcher(), sampling, rng, Stats())
+            first = draft if accepted else token
+            counts[(first,)] = counts.get((first,), 0) + 1
+        expected = {(i,): float(p[i]) for i in range(4)}
+        assert _chi_square_p(counts, expected, n) > 1e-3
+
+
+# -- real weights ------------------------------------------------------------------------------
+
+STORY_SCHEMAS = [
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 10},
+            "mood": {"enum": ["happy", "sad", "scared"]},
+            "age": {"type": "integer", "minimum": 1, "maximum": 99},
+        },
+        "required": ["name", "mood", "age"],
+        "additionalProperties": False,
+    },
+    {
+        "type": "array",
+        "items": {"type": "object", "properties": {"pet": {"enum": ["cat", "dog"]}, "big": {"type": "boolean"}},
+                  "required": ["pet", "big"], "additionalProperties": False},
+        "minItems": 1,
+        "maxItems": 2,
+    },
+]
+
+
+@pytest.mark.parametrize("schema", STORY_SCHEMAS, ids=["person", "pets"])
+def test_stories260k_yields_valid_json(schema: dict) -> None:
+    tok = tokenizer("stories260K")
+    model = stories_model()
+    gen = Generator(model, tok, draft_model=model)
+    prompt = "Once upon a time, there was a little girl named Lily. She was happy and had a big dog."
+    outputs = []
+    for spec in (None, SpecConfig()):
+        for temperature in (0.0, 1.0):
+            result = gen.generate(prompt, schema, max_new_tokens=80, temperature=temperature, seed=3, speculative=spec)
+            assert result.stats.stop_reason in ("grammar", "eos"), result.text
+            jsonschema.validate(result.value, schema)
+            assert json.loads(result.text) == result.value
+            outputs.append(result.token_ids)
+    assert outputs[0] == outputs[2]  # greedy: plain and speculative agree
+
+
+def test_adaptive_length_follows_acceptance() -> None:
+    from structspec.generation.adaptive import AdaptiveLength
+
+    length = AdaptiveLength(max_length=8, min_chain_probability=0.3)
+    assert length.length() == 1  # no evidence: a = 0.5, 0.5**2 < 0.3
+    for _ in range(20):
+        length.update(8, rejected=False)
+    assert length.length() == 8
+    for _ in range(20):
+        length.update(0, rejected=True)
+    assert length.length() == 1
+
+
+def test_sampling_order_is_temperature_top_k_top_p() -> None:
+    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, float("-inf")])
+    probs = Sampling(temperature=0.5, top_k=3, top_p=0.8).probs(logits)
+    # after temperature: [4, 2, 1, 0]; top-3 drops id 3; softmax of [4, 2, 1] = [.84, .11, .04]:
+    # the first token alone reaches 0.8, so top-p keeps only it
+    assert probs.tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]
+    probs = Sampling(temperature=2.0, top_k=3, top_p=0.9).probs(logits)
+    kept = torch.softmax(torch.tensor([1.0, 0.5, 0.25]), 0)
+    assert torch.allclose(probs[:3], kept) and probs[3:].sum() == 0
