@@ -51,7 +51,7 @@ def main() -> int:
     if result.value is None:
         print(f"stopped at --max-tokens {args.max_tokens} before the JSON was complete: {result.text}", file=sys.stderr)
         return 1
-    print(json.dumps(result.value, indent=2))
+    print(json.dumps(result.value, indent=2, ensure_ascii=False))
     return 0
 
 

@@ -47,7 +47,7 @@ class CompileLimitError(Exception):
 def compile_rules(table: Mapping[str, Rule], root: str) -> RuleSet:
     """Compile the rules reachable from ``root``; ``table`` must be free of analysis errors."""
     order = _reachable_in_order(table, root)
-    inline = _inlinable(table, order)
+    inline = _inlinable(table, order, {name: _refs(table, name) for name in order})
     compiled = [name for name in order if name not in inline or name == root]
     index = {name: i for i, name in enumerate(compiled)}
     token_refs: list[TokenRef] = []
@@ -73,9 +73,9 @@ def _reachable_in_order(table: Mapping[str, Rule], root: str) -> list[str]:
     return order
 
 
-def _inlinable(table: Mapping[str, Rule], names: list[str]) -> set[str]:
-    """Non-recursive rules whose inlined size stays small."""
-    recursive = _recursive_rules(table, names)
+def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, set[str]]) -> set[str]:
+    """Non-recursive rules whose inlined size stays small (``graph``: each rule's references)."""
+    recursive = _recursive_rules(graph, names)
     estimates: dict[str, int] = {}
     inline: set[str] = set()
 
@@ -103,7 +103,7 @@ def _inlinable(table: Mapping[str, Rule], names: list[str]) -> set[str]:
         return estimates[name]
 
     # Leaves first, so a rule's estimate already knows which of its callees are inlined.
-    for name in reversed(_topological(table, names)):
+    for name in reversed(_topological(graph, names)):
         if name not in recursive and rule_estimate(name) <= INLINE_LIMIT:
             inline.add(name)
     return inline
@@ -113,29 +113,54 @@ def _refs(table: Mapping[str, Rule], name: str) -> set[str]:
     return {n.name for n in walk(table[name].body) if isinstance(n, RuleRef)}
 
 
-def _recursive_rules(table: Mapping[str, Rule], names: list[str]) -> set[str]:
-    """Rules that can reach themselves through references."""
-    recursive = set()
-    for name in names:
-        seen, todo = set(), list(_refs(table, name))
-        while todo:
-            current = todo.pop()
-            if current == name:
-                recursive.add(name)
-                break
-            if current not in seen:
-                seen.add(current)
-                todo.extend(_refs(table, current))
+def _recursive_rules(graph: Mapping[str, set[str]], names: list[str]) -> set[str]:
+    """Rules that can reach themselves through references: the members of strongly connected
+    components with a cycle (Tarjan's algorithm, iterative, linear in rules + references)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    recursive: set[str] = set()
+    for root in names:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(sorted(graph[root])))]
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while not component or component[-1] != node:
+                    component.append(stack.pop())
+                    on_stack.discard(component[-1])
+                if len(component) > 1 or node in graph[node]:
+                    recursive.update(component)
     return recursive
 
 
-def _topological(table: Mapping[str, Rule], names: list[str]) -> list[str]:
+def _topological(graph: Mapping[str, set[str]], names: list[str]) -> list[str]:
     """Callers before callees (cycles broken arbitrarily)."""
     order: list[str] = []
     state: dict[str, int] = {}
 
     def visit(name: str) -> None:
-        stack = [(name, iter(sorted(_refs(table, name))))]
+        stack = [(name, iter(sorted(graph[name])))]
         state[name] = 1
         while stack:
             current, children = stack[-1]
@@ -146,7 +171,7 @@ def _topological(table: Mapping[str, Rule], names: list[str]) -> list[str]:
                 order.append(current)
             elif child not in state:
                 state[child] = 1
-                stack.append((child, iter(sorted(_refs(table, child)))))
+                stack.append((child, iter(sorted(graph[child]))))
 
     for name in names:
         if name not in state:
@@ -340,22 +365,26 @@ def _assemble(names: list[str], dfas: list[_DFA], root: int, token_refs: tuple[T
     token_edges: list[tuple[tuple[int, int], ...]] = []
     final: list[bool] = []
     rule_of: list[int] = []
-    all_masks: list[int] = []
+    pieces: list[list[tuple[int, int]]] = []  # per state: (byte mask, target state)
+    bits_of: dict[int, list[int]] = {}
     for r, dfa in enumerate(dfas):
         base = offsets[r]
         for local in range(len(dfa.final)):
             moves: dict[int, int] = {}
-            for mask, target in dfa.byte_pieces[local]:
-                all_masks.append(mask)
-                for b in _bits(mask):
-                    moves[b] = base + target
+            here = [(mask, base + target) for mask, target in dfa.byte_pieces[local]]
+            for mask, target in here:
+                bits = bits_of.get(mask)
+                if bits is None:
+                    bits = bits_of[mask] = _bits(mask)
+                moves.update(dict.fromkeys(bits, target))
+            pieces.append(here)
             byte_next.append(moves)
             syms = dfa.sym_next[local]
             refs.append(tuple((rule_start[s], base + t) for s, t in syms.items() if s >= 0))
             token_edges.append(tuple((~s, base + t) for s, t in syms.items() if s < 0))
             final.append(dfa.final[local])
             rule_of.append(r)
-    byte_class, class_table = _class_table(byte_next, all_masks)
+    byte_class, class_table = _class_table(pieces, bits_of)
     movable = tuple(bool(byte_next[q]) or bool(token_edges[q]) for q in range(total))
     sink = tuple(final[q] and not movable[q] and not refs[q] for q in range(total))
     plain = tuple(bool(byte_next[q]) and not final[q] and not refs[q] and not token_edges[q] for q in range(total))
@@ -386,25 +415,23 @@ def _bits(mask: int) -> list[int]:
     return out
 
 
-def _class_table(byte_next: list[dict[int, int]], masks: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes no transition distinguishes share a class; ``table[q, class]`` is the move."""
+def _class_table(pieces: list[list[tuple[int, int]]], bits_of: dict[int, list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes no transition distinguishes share a class; ``table[q, class]`` is the move.
+    ``pieces`` are each state's disjoint (byte mask, target) moves, ``bits_of`` every mask's bytes."""
     classes = [(1 << 256) - 1]
-    for mask in set(masks):
+    for mask in bits_of:
         refined = []
         for cls in classes:
             inside, outside = cls & mask, cls & ~mask
             refined.extend(part for part in (inside, outside) if part)
         classes = refined
     byte_class = np.zeros(256, dtype=np.int32)
-    representative = []
     for c, cls in enumerate(sorted(classes, key=lambda m: (m & -m).bit_length())):
-        bits = _bits(cls)
-        byte_class[bits] = c
-        representative.append(bits[0])
-    table = np.full((len(byte_next), len(representative)), -1, dtype=np.int32)
-    for q, moves in enumerate(byte_next):
-        for c, b in enumerate(representative):
-            target = moves.get(b)
-            if target is not None:
-                table[q, c] = target
+        byte_class[_bits(cls)] = c
+    # Every mask is a union of classes: its columns are the classes of its bytes.
+    columns = {mask: np.unique(byte_class[bits]) for mask, bits in bits_of.items()}
+    table = np.full((len(pieces), len(classes)), -1, dtype=np.int32)
+    for q, moves in enumerate(pieces):
+        for mask, target in moves:
+            table[q, columns[mask]] = target
     return byte_class, table

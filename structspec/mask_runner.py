@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from structspec.mask_trie import TokenTrie, set_words
-from structspec.parse_state import ParseState, close, frame
+from structspec.parse_state import ParseState, StackLimitError, close, frame
 from structspec.ruleset import RuleSet
 from structspec.utf8 import utf8_sequences
 
@@ -74,11 +74,6 @@ class StackRunner:
         self._has_loop = np.zeros(64, dtype=bool)
         self._probed = np.zeros(64, dtype=bool)
         self._lock = threading.RLock()
-
-    @property
-    def n_run_states(self) -> int:
-        """How many run states were numbered so far."""
-        return len(self._states)
 
     def start(self, q: int) -> int:
         """The run state of a lone frame topped by automaton state ``q``."""
@@ -160,7 +155,10 @@ class StackRunner:
         counts = np.bincount(fresh)
         for state in np.flatnonzero(counts >= PROBE_AT).tolist():
             self._probed[state] = True
-            low, high = self._closed_loops(state)
+            try:
+                low, high = self._closed_loops(state)
+            except StackLimitError:  # probing reaches bytes no token spells; a shortcut is optional
+                low, high = 0, 0
             self._loops[state, 0] |= np.uint64(low)
             self._loops[state, 1] |= np.uint64(high)
             self._has_loop[state] = bool(self._loops[state, 0] or self._loops[state, 1])

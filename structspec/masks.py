@@ -4,14 +4,13 @@ Design (the hot path; see docs/masks.md for the measurements behind it):
 
 * A parse state is a set of stacks; the tokens allowed from one stack depend mostly on its
   top automaton state ``q``. For each ``q`` that generation reaches we compute, once and
-  lazily, a :class:`LocalMask`: the tokens accepted while the stack never pops below the
-  frame of ``q`` (*context-independent*), and the few tokens that reach the end of ``q``'s
-  rule with bytes left, with the offset where they do (*context-dependent*). The first part
-  is a vectorized run of ``q``'s automaton over the whole vocabulary at once (numpy, one step
-  per byte position over the still-alive tokens); only tokens that reach a state with rule
-  references or a possible rule end are walked one by one through real parse stacks.
+  lazily, a :class:`LocalMask`: the tokens consumed while the stack never pops below the
+  frame of ``q`` (*context-independent*), and the token-trie nodes after which ``q``'s rule
+  may end with bytes left (*context-dependent*). Both come from one breadth-first sweep of
+  the vocabulary's token trie through a lazily determinized pushdown
+  (:mod:`structspec.mask_runner`, :mod:`structspec.mask_trie`).
 * At run time the mask of a state is the OR of its stacks' context-independent words plus a
-  check of the context-dependent tokens against the stack below (a real ``advance``).
+  sweep of the context-dependent nodes from the stack below.
 * Whole-state masks are cached by parse state (stacks are hash-consed by structure), so
   the common case -- the same configuration token after token, e.g. inside a string -- is a
   dictionary hit.

@@ -42,10 +42,44 @@ def _require_model(model_cls: Any) -> type:
 
 
 def model_schema(model_cls: type) -> dict[str, Any]:
-    """The JSON Schema (2020-12) pydantic validates ``model_cls`` instances against."""
+    """The JSON Schema (2020-12) pydantic validates ``model_cls`` instances against, closed to
+    undeclared keys (see :func:`closed_schema`)."""
     model = _require_model(model_cls)
-    schema = model.model_json_schema(mode="validation")
-    return json.loads(json.dumps(schema))
+    return closed_schema(model.model_json_schema(mode="validation"))
+
+
+def closed_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A plain-JSON copy of a pydantic-made schema whose objects admit only declared keys.
+
+    Pydantic ignores undeclared keys by default (``extra="ignore"``) and its schema then leaves
+    ``additionalProperties`` out, which in JSON Schema means "anything goes": a model would be
+    free to spend tokens on keys that validation throws away. Every object schema with declared
+    ``properties`` and no ``additionalProperties`` is therefore closed; models configured with
+    ``extra="allow"`` say ``additionalProperties: true`` and stay open.
+    """
+    copy = json.loads(json.dumps(schema))
+    _close_objects(copy)
+    return copy
+
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_DATA_KEYWORDS = ("const", "enum", "default", "examples")
+
+
+def _close_objects(schema: Any) -> None:
+    if isinstance(schema, list):
+        for item in schema:
+            _close_objects(item)
+        return
+    if not isinstance(schema, dict):
+        return
+    if isinstance(schema.get("properties"), dict) and "additionalProperties" not in schema:
+        schema["additionalProperties"] = False
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            _close_objects(list(value.values()))
+        elif key not in _DATA_KEYWORDS:
+            _close_objects(value)
 
 
 def validate_instance(model_cls: type[ModelT], text: str | bytes) -> ModelT:

@@ -110,3 +110,19 @@ def test_schema_is_plain_json_and_bad_models_are_refused() -> None:
         model_schema(dict)
     with pytest.raises(TypeError):
         validate_instance(int, "1")
+
+
+class Loose(BaseModel, extra="allow"):
+    properties: dict[str, int] = Field(default={"properties": {"a": {}}})
+
+
+def test_models_are_closed_to_undeclared_keys_unless_they_allow_extras() -> None:
+    person = grammar_for(Person)
+    assert not person.matches('{"name":"Ann","age":3,"pet":{"pet_type":"cat","lives":1},"extra":1}')
+    assert not person.matches('{"name":"Ann","age":3,"pet":{"pet_type":"cat","lives":1,"extra":1}}')
+    assert person.matches('{"name":"Ann","age":3,"pet":{"pet_type":"cat","lives":1}}')
+    schema = model_schema(Loose)
+    assert schema["additionalProperties"] is True  # extra="allow" stays open
+    assert schema["properties"]["properties"]["default"] == {"properties": {"a": {}}}  # data is not a schema
+    assert "additionalProperties" not in schema["properties"]
+    assert grammar_for(Loose).matches('{"properties":{"x":1},"other":[1]}')

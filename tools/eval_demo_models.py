@@ -42,7 +42,8 @@ def same(a: Any, b: Any) -> bool:
 def evaluate(records: list[dict[str, Any]], generator: Generator, max_new_tokens: int) -> dict[str, Any]:
     """Schema validity, field accuracy per domain, draft acceptance and timings."""
     per_domain: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # fields right, fields, exact, examples
-    valid = drafted = accepted = mismatches = tokens = 0
+    valid = valid_finished = finished = drafted = accepted = mismatches = tokens = 0
+    stops: dict[str, int] = defaultdict(int)
     plain_s = spec_s = 0.0
     failures = []
     for record in records:
@@ -52,9 +53,13 @@ def evaluate(records: list[dict[str, Any]], generator: Generator, max_new_tokens
         result = generator.generate(messages, record["schema"], max_new_tokens=max_new_tokens)
         plain_s += time.perf_counter() - start
         tokens += result.stats.tokens
+        stops[result.stats.stop_reason] += 1
         value = _parse(result.text)
-        if value is not None and jsonschema.Draft202012Validator(record["schema"]).is_valid(value):
-            valid += 1
+        ok = value is not None and jsonschema.Draft202012Validator(record["schema"]).is_valid(value)
+        valid += ok
+        if result.stats.stop_reason != "max_new_tokens":
+            finished += 1
+            valid_finished += ok
         gold = record["answer"]
         right = sum(isinstance(value, dict) and k in value and same(value[k], v) for k, v in gold.items())
         counts = per_domain[record["domain"]]
@@ -77,9 +82,11 @@ def evaluate(records: list[dict[str, Any]], generator: Generator, max_new_tokens
     report = {
         "examples": len(records),
         "schema_valid": valid / len(records),
+        "schema_valid_finished": valid_finished / finished if finished else 0.0,
         "fields_right": fields_right / fields,
         "examples_exact": sum(c[2] for c in per_domain.values()) / len(records),
         "per_domain": {d: {"fields_right": c[0] / c[1], "examples": c[3]} for d, c in sorted(per_domain.items())},
+        "stop_reasons": dict(stops),
         "target_tokens_per_s": tokens / plain_s,
         "failures": failures,
     }
@@ -105,7 +112,8 @@ def card_section(report: dict[str, Any], command: str) -> str:
         CARD_SECTION, "",
         f"Held-out split ({report['examples']} examples: unseen layouts, labels and phrasings, and the unseen "
         "job-post domain), greedy, grammar-constrained by each example's schema:", "",
-        f"- schema-valid outputs: {report['schema_valid']:.1%}",
+        f"- schema-valid outputs: {report['schema_valid']:.1%}; of the outputs that finished before the token limit: "
+        f"{report['schema_valid_finished']:.1%} (stop reasons: {report['stop_reasons']})",
         f"- fields exactly right: {report['fields_right']:.1%} (whole examples exact: {report['examples_exact']:.1%})",
     ]
     lines += [f"  - {d}: {m['fields_right']:.1%} of fields ({m['examples']} examples)"

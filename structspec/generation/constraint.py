@@ -8,6 +8,7 @@ from types import SimpleNamespace, UnionType
 from typing import Any
 
 from structspec.grammar import Grammar
+from structspec.pydantic_support import closed_schema
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def to_constraint(constraint: Any) -> Constraint:
             "constraint must be a structspec.Grammar, GBNF text, a JSON Schema dict or a Pydantic "
             f"model class, got {constraint!r}"
         )
-    schema = json.loads(json.dumps(adapter.json_schema(mode="validation")))
+    schema = closed_schema(adapter.json_schema(mode="validation"))
     return Constraint(Grammar.from_json_schema(schema), "pydantic", constraint, adapter)
 
 
