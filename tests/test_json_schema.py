@@ -452,3 +452,28 @@ def test_counted_repetition_keeps_exact_lengths(low: int, high: int | None) -> N
         expected = n >= low and (high is None or n <= high)
         assert grammar.matches("a" * n) == expected, n
         assert grammar.matches("bc" * n) == expected, n
+
+
+@pytest.mark.parametrize(
+    ("schema", "pointer"),
+    [
+        ({"type": "strin"}, "/type"),
+        ({"type": "object", "properties": {"a": {"type": "strin"}}}, "/properties/a/type"),
+        ({"type": "string", "minLength": "x"}, "/minLength"),
+        ({"properties": 5}, "/properties"),
+        ({"properties": {"a/b": {"minimum": "3"}}}, "/properties/a~1b/minimum"),
+        ({"$schema": "http://json-schema.org/draft-07/schema#", "required": "name"}, "/required"),
+    ],
+)
+@pytest.mark.parametrize("strict", [True, False])
+def test_malformed_schemas_are_refused_with_their_pointer(schema: dict, pointer: str, strict: bool) -> None:
+    with pytest.raises(SchemaError) as info:
+        Grammar.from_json_schema(schema, strict=strict)
+    assert info.value.pointer == pointer
+    assert info.value.keyword == pointer.rsplit("/", 1)[-1]
+    assert "not a valid schema" in str(info.value)
+
+
+def test_repeated_enum_entries_are_harmless() -> None:
+    grammar = Grammar.from_json_schema({"enum": ["a", "b", "a"]})
+    assert grammar.matches('"a"') and grammar.matches('"b"') and not grammar.matches('"c"')

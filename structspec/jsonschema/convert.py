@@ -91,6 +91,7 @@ class Converter:
 
     # -- compilation ---------------------------------------------------------------------------
     def convert(self) -> str:
+        self._check_metaschema()
         self.builder.reserved.add("root")
         self._defs[""] = Ref("root")
         self._unguarded.add("")
@@ -103,6 +104,19 @@ class Converter:
             listing = "; ".join(f"#{p} ({k}): {m}" for p, k, m in self.relaxed)
             warnings.warn(SchemaRelaxedWarning(f"schema approximated: {listing}"), stacklevel=3)
         return text
+
+    def _check_metaschema(self) -> None:
+        """Refuse a schema that its draft's metaschema rejects, naming where (in strict and
+        non-strict mode alike: a malformed keyword has no meaning to approximate). Repeated
+        entries (``uniqueItems`` of the metaschema, e.g. an ``enum`` listing a value twice) are
+        harmless and let through."""
+        meta = type(self._validator)(type(self._validator).META_SCHEMA)
+        errors = (e for e in meta.iter_errors(self._validator.schema) if e.validator != "uniqueItems")
+        error = jsonschema_lib.exceptions.best_match(errors)
+        if error is not None:
+            path = [str(part) for part in error.path]
+            pointer = "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in path)
+            raise SchemaError(f"not a valid schema: {error.message}", pointer, path[-1] if path else "")
 
     def value_rule(self, locs: list[Loc], name: str) -> MaybeExpr:
         """The grammar of a value that must satisfy every schema in ``locs`` (a named rule
