@@ -63,4 +63,12 @@ class SchemaError(StructspecError, ValueError):
 
 
 class SchemaRelaxedWarning(UserWarning):
-    """Emitted with ``strict=False`` for each schema constraint that was approximated."""
+    """Emitted once by a ``strict=False`` conversion that approximated something.
+
+    Attributes:
+        relaxed: one ``(pointer, keyword, message)`` per approximated constraint.
+    """
+
+    def __init__(self, message: str, relaxed: list[tuple[str, str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.relaxed = list(relaxed or ())

@@ -185,6 +185,10 @@ def test_non_strict_warns_once_listing_every_relaxation() -> None:
     message = str(relaxed[0].message)
     assert "#/properties/tags/uniqueItems (uniqueItems)" in message
     assert "#/properties/ip/format (format)" in message
+    assert [(p, k) for p, k, _ in relaxed[0].message.relaxed] == [
+        ("/properties/tags/uniqueItems", "uniqueItems"),
+        ("/properties/ip/format", "format"),
+    ]
     assert Grammar.from_gbnf(text).matches('{"tags":["a","a"]}')
 
 

@@ -102,7 +102,7 @@ class Converter:
             raise SchemaError("the schema accepts no JSON value", "", "")
         if self.relaxed:
             listing = "; ".join(f"#{p} ({k}): {m}" for p, k, m in self.relaxed)
-            warnings.warn(SchemaRelaxedWarning(f"schema approximated: {listing}"), stacklevel=3)
+            warnings.warn(SchemaRelaxedWarning(f"schema approximated: {listing}", self.relaxed), stacklevel=3)
         return text
 
     def _check_metaschema(self) -> None:

@@ -88,10 +88,9 @@ def _unsupported(schema: Any) -> list[str]:
             Grammar.from_json_schema(schema, strict=False)
     except (SchemaError, GrammarError):
         return []
-    prefix = "schema approximated: "
     return [
-        part
+        f"#{pointer} ({keyword}): {message}"
         for warning in caught
-        if issubclass(warning.category, SchemaRelaxedWarning)
-        for part in str(warning.message).removeprefix(prefix).split("; ")
+        if isinstance(warning.message, SchemaRelaxedWarning)
+        for pointer, keyword, message in warning.message.relaxed
     ]
