@@ -328,7 +328,27 @@ def test_unbounded_fractional_multiple_of_keeps_integer_multiples(divisor: float
     step = Fraction(Decimal(repr(divisor)))
     if value % step.numerator == 0 and abs(value) <= 2**53 and abs(value / step) <= 2**53:
         assert grammar.matches(str(value)), value
-    assert not grammar.matches(f"{value}.5")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(_DIVISORS),
+    st.one_of(st.integers(-(10**14), 10**14), st.integers(-3000, 3000)),
+    st.sampled_from(["0", "5", "25", "75", "125", "99", "07", "1", "50", "250000", "00000001"]),
+)
+def test_unbounded_fractional_multiple_of_spells_exact_doubles(divisor: float, whole: int, fraction: str) -> None:
+    """Fraction spellings are sound, and every multiple of ``1 / 2**a`` in range is spelled
+    when the divisor is ``1 / (2**a * 5**b)``: ``x.25`` under ``0.01``, ``x.5`` under ``0.1``."""
+    schema = {"type": "number", "multipleOf": divisor, "minimum": -(10**17)}
+    grammar = _multiple_grammar(divisor)
+    text = f"{whole}.{fraction}"
+    if grammar.matches(text):
+        assert referee(schema).is_valid(json.loads(text)), text
+    step = Fraction(Decimal(repr(divisor)))
+    value = whole + Fraction(int(fraction), 10 ** len(fraction)) * (1 if whole >= 0 else -1)
+    binary = value.denominator & (value.denominator - 1) == 0
+    if step.numerator == 1 and binary and (value / step).denominator == 1 and abs(value / step) < 10**13:
+        assert grammar.matches(text), text
 
 
 def test_fractional_multiple_of_far_from_its_double_is_refused() -> None:

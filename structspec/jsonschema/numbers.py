@@ -277,6 +277,24 @@ def plain_number() -> MaybeExpr:
     )
 
 
+def exact_binary_fractions(bits: int, int_digits: int, integral: bool) -> MaybeExpr:
+    """Spellings ``-?int.frac`` of the values ``m / 2**bits`` whose integer part has at most
+    ``int_digits`` digits: the fraction is the exact expansion of ``r / 2**bits`` (``r = 0``,
+    written ``.0``, only when ``integral`` and never as ``-0.0``) followed by zeros up to FRAC_DIGITS digits. While
+    ``|m| <= 2**53`` every such spelling is exactly a double, so parsing never rounds it."""
+    tails = []
+    for r in range(1, 2**bits):
+        digits = str(r * 5**bits).zfill(bits).rstrip("0")
+        tails.append(seq(Lit(digits), rep(Lit("0"), 0, FRAC_DIGITS - len(digits))))
+    nonzero = seq(digit_range(1, 9), rep(DIGIT, 0, int_digits - 1))
+    whole = alt(Lit("0"), nonzero)
+    zeros = seq(Lit("."), rep(Lit("0"), 1, FRAC_DIGITS))
+    fractional = seq(whole, Lit("."), alt(*tails))
+    positive = alt(fractional, seq(whole, zeros) if integral else None)
+    negative = seq(Lit("-"), alt(fractional, seq(nonzero, zeros) if integral else None))  # never -0.0
+    return alt(negative, positive)
+
+
 def non_integral() -> MaybeExpr:
     """Numbers whose double is surely not integral: at most 15 significant digits (so the
     spelling round-trips) and a non-zero last fraction digit."""

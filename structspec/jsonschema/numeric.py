@@ -23,6 +23,7 @@ from structspec.jsonschema.numbers import (
     FRAC_DIGITS,
     Bound,
     decimal_range,
+    exact_binary_fractions,
     exponent,
     fraction_bounds,
     integer_bounds,
@@ -43,6 +44,7 @@ from structspec.regex_automaton import (
 from structspec.regex_expr import Expr, Lit, MaybeExpr, Ref, alt, chars, opt, rep, seq
 
 MAX_LISTED = 2000
+MAX_BINARY_BITS = 8  # divisors down to 1/256 of a unit: at most 255 fraction tails
 
 
 class NumberHost(Protocol):
@@ -173,7 +175,7 @@ def _fractions(
     if divisors:
         if all(float(d).is_integer() for d, _ in divisors):
             return None  # multiples of an integer are integers: spelled as integers
-        return _listed_fractions(host, facets, lower, upper, divisors, name)
+        return _listed_fractions(host, facets, types, lower, upper, divisors, excluded, name)
     bounds = fraction_bounds(lower, upper) if lower or upper else (None, None)
     if bounds is None:
         host.relax(pointer, "minimum", "bound beyond the range of doubles")
@@ -202,12 +204,15 @@ def _fractions(
 def _listed_fractions(
     host: NumberHost,
     facets: list[Facet],
+    types: frozenset[str],
     lower: list[Bound],
     upper: list[Bound],
     divisors: list[tuple[int | float, Facet]],
+    excluded: list[int | float],
     name: str,
 ) -> MaybeExpr:
-    """Non-integer multiples of a divisor within bounds, listed and checked one by one."""
+    """Non-integer multiples of a divisor within bounds, listed and checked one by one; over a
+    range too large to list, the multiples that are exactly doubles (:func:`_binary_multiples`)."""
     facet = divisors[0][1]
     step = Fraction(Decimal(repr(float(divisors[0][0]))))
     first, last = 0, MAX_LISTED + 1
@@ -217,7 +222,8 @@ def _listed_fractions(
     if last - first > MAX_LISTED:
         if float_safe_steps([d for d, _ in divisors]) is None:
             host.relax(facet.pointer("multipleOf"), "multipleOf", "too many multiples to list")
-        return None  # narrowed: the integer multiples only (see _integers)
+            return None
+        return _binary_multiples(host, types, lower, upper, divisors, excluded, name)
     spellings = []
     for k in range(first, last + 1):
         value = float(k * step)
@@ -228,3 +234,50 @@ def _listed_fractions(
     if not spellings:
         return None
     return emit_dfa(dfa_from_strings(spellings), chars, host, f"{name}-frac")
+
+
+def _binary_multiples(
+    host: NumberHost,
+    types: frozenset[str],
+    lower: list[Bound],
+    upper: list[Bound],
+    divisors: list[tuple[int | float, Facet]],
+    excluded: list[int | float],
+    name: str,
+) -> MaybeExpr:
+    """Fraction spellings under one divisor ``1 / (2**a * 5**b)`` (``0.01``, ``0.05``, ``0.1``)
+    over a range too large to list: the values ``m / 2**a`` (``x.25``, ``x.5``, ``x.75`` for
+    ``0.01``; ``x.0`` too when integers are allowed), with ``|value| * 2**a * 5**b <= 2**53``.
+    Such a value is exactly a double and an integral multiple ``n`` of the divisor's decimal,
+    so ``jsonschema``'s quotient is ``n`` times ``1 + e`` with ``|e| < 2**-54`` (checked by
+    :func:`float_safe_steps`) and rounds to ``n``: sound. Other divisors or extra exclusions:
+    no fraction spellings (the integer multiples of :func:`_integers` remain)."""
+    if len(divisors) != 1 or excluded:
+        return None
+    step = Fraction(Decimal(repr(float(divisors[0][0]))))
+    q = step.denominator
+    bits = (q & -q).bit_length() - 1
+    if step.numerator != 1 or q != 2**bits * 5 ** _power_of(q >> bits, 5) or bits > MAX_BINARY_BITS:
+        return None
+    bounds = fraction_bounds(lower, upper) if lower or upper else (None, None)
+    if bounds is None:
+        return None
+    int_digits = len(str(2**53 // q)) - 1  # every integer part below 10**int_digits <= 2**53 / q
+    expr = exact_binary_fractions(bits, int_digits, integral="integer" in types)
+    low, high = bounds
+    if (low is not None and low > -(10**int_digits)) or (high is not None and high < 10**int_digits):
+        try:
+            dfa = intersect(dfa_from_regex(expr, search=False), dfa_from_regex(decimal_range(*bounds), search=False))
+        except TooComplexError:
+            return None
+        return emit_dfa(dfa, chars, host, f"{name}-frac")
+    return expr
+
+
+def _power_of(n: int, base: int) -> int:
+    """The exponent ``k`` with ``n == base**k``, or -1."""
+    k = 0
+    while n > 1 and n % base == 0:
+        n //= base
+        k += 1
+    return k if n == 1 else -1
