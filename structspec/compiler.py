@@ -102,9 +102,20 @@ def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, 
             estimates[name] = estimate(table[name].body)
         return estimates[name]
 
+    callers: dict[str, int] = {}
+    for name in names:
+        for node in walk(table[name].body):
+            if isinstance(node, RuleRef):
+                callers[node.name] = callers.get(node.name, 0) + 1
+
+    def shared_loop(name: str) -> bool:
+        return callers.get(name, 0) > 1 and any(
+            isinstance(node, Repeat) and node.max is None for node in walk(table[name].body)
+        )
+
     # Leaves first, so a rule's estimate already knows which of its callees are inlined.
     for name in reversed(_topological(graph, names)):
-        if name not in recursive and rule_estimate(name) <= INLINE_LIMIT:
+        if name not in recursive and rule_estimate(name) <= INLINE_LIMIT and not shared_loop(name):
             inline.add(name)
     return inline
 

@@ -39,6 +39,26 @@ class TokenTrie:
     rest_sets: np.ndarray  # uint64 [nodes, 2]: bytes after the prefix in the rows below
     n_rows: int
 
+    def scalar_view(self) -> ScalarTrie:
+        """The same arrays as memoryviews, for fast one-element reads from Python."""
+        view = self.__dict__.get("_scalar")
+        if view is None:
+            view = self.__dict__["_scalar"] = ScalarTrie(self)
+        return view
+
+
+class ScalarTrie:
+    """Memoryviews over a :class:`TokenTrie` (indexing yields Python ints, no copies)."""
+
+    def __init__(self, trie: TokenTrie) -> None:
+        self.child_lo = memoryview(trie.child_lo)
+        self.child_hi = memoryview(trie.child_hi)
+        self.row_lo = memoryview(trie.row_lo)
+        self.end_hi = memoryview(trie.end_hi)
+        self.row_hi = memoryview(trie.row_hi)
+        self.rest_low = memoryview(np.ascontiguousarray(trie.rest_sets[:, 0]))
+        self.rest_high = memoryview(np.ascontiguousarray(trie.rest_sets[:, 1]))
+
 
 def set_words(byte_values: set[int], utf8_loops: bool = False) -> tuple[int, int]:
     """The loop side of a subset test: bytes that keep a state where it is, as two 64-bit

@@ -138,3 +138,56 @@ def test_looping_grammars_with_probing_are_exact_on_real_tokens(probe_everywhere
     compiled = structspec.compile(Grammar.from_gbnf(LOOPING[name]), vocab)
     for seed in range(4):
         _random_walk(compiled, seed, 8)
+
+
+@pytest.fixture
+def delegate_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hand every subtree that sits inside a callee to a delegated run of the callee alone."""
+    monkeypatch.setattr(mask_runner, "DELEGATE_AT", 1)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16),
+       scalar_below=st.sampled_from([0, 10**9]))
+def test_masks_with_delegated_and_node_by_node_runs_are_exact(delegate_everywhere: None,
+                                                              monkeypatch: pytest.MonkeyPatch, gbnf: str,
+                                                              vocab: Vocabulary, seed: int, scalar_below: int) -> None:
+    """Delegation everywhere, with sweeps finished either all in numpy or all node by node."""
+    monkeypatch.setattr(mask_runner, "SCALAR_BELOW", scalar_below)
+    try:
+        grammar = Grammar.from_gbnf(gbnf)
+    except GrammarError:
+        assume(False)
+    _random_walk(structspec.compile(grammar, vocab), seed, 8)
+
+
+SHARED_STRINGS = (
+    'root ::= "{" "\\"a\\":" string ",\\"b\\":" ("[" string ("," string)* "]" | string) "}"\n'
+    'string ::= "\\"" ([^"\\\\\\x00-\\x1F] | "\\\\" ["\\\\nt])* "\\""'
+)
+
+
+def test_shared_string_rule_is_delegated_and_exact_on_real_tokens(delegate_everywhere: None) -> None:
+    """A string rule called from several places stays a rule (not inlined), so its sweeps are
+    delegated and shared; masks still equal brute force around and inside the strings."""
+    from test_masks import _sub_vocab
+
+    vocab, _ = _sub_vocab("llama3")
+    compiled = structspec.compile(Grammar.from_gbnf(SHARED_STRINGS), vocab)
+    for seed in range(6):
+        _random_walk(compiled, seed, 12)
+    assert compiled._runner._subruns, "no sweep was delegated"
+
+
+def test_callee_returning_inside_a_token_continues_in_its_caller(delegate_everywhere: None) -> None:
+    """Tokens that enter a shared rule, finish it and go on in the caller (``<'a',``): the
+    delegated run hands the nodes where the callee returns back to the caller's run."""
+    import itertools
+
+    gbnf = "root ::= \"<\" item \",\" item \">\"\nitem ::= \"'\" [a-b]* \"'\""
+    tokens = [bytes(t) for n in range(1, 5) for t in itertools.product(b"<>,'ab", repeat=n)]
+    compiled = structspec.compile(Grammar.from_gbnf(gbnf), Vocabulary.from_token_bytes(tokens))
+    for seed in range(8):
+        _random_walk(compiled, seed, 6)
+    assert compiled._runner._subruns, "no sweep was delegated"
