@@ -257,7 +257,7 @@ def _binary_multiples(
     step = Fraction(Decimal(repr(float(divisors[0][0]))))
     q = step.denominator
     bits = (q & -q).bit_length() - 1
-    if step.numerator != 1 or q != 2**bits * 5 ** _power_of(q >> bits, 5) or bits > MAX_BINARY_BITS:
+    if step.numerator != 1 or bits > MAX_BINARY_BITS:  # q, a decimal's denominator, is 2**a * 5**b
         return None
     bounds = fraction_bounds(lower, upper) if lower or upper else (None, None)
     if bounds is None:
@@ -273,11 +273,3 @@ def _binary_multiples(
         return emit_dfa(dfa, chars, host, f"{name}-frac")
     return expr
 
-
-def _power_of(n: int, base: int) -> int:
-    """The exponent ``k`` with ``n == base**k``, or -1."""
-    k = 0
-    while n > 1 and n % base == 0:
-        n //= base
-        k += 1
-    return k if n == 1 else -1
