@@ -47,17 +47,20 @@ class Grammar:
 
     @classmethod
     def from_json_schema(
-        cls, schema: dict | str, *, whitespace: str = "compact", strict: bool = True
+        cls, schema: dict | str, *, whitespace: str = "compact", strict: bool = True, property_order: str = "schema"
     ) -> Grammar:
         """A grammar whose sentences are exactly the JSON documents valid under ``schema``.
 
         Raises :class:`~structspec.SchemaError` (with ``.pointer`` and ``.keyword``) for what
         cannot be enforced exactly; ``strict=False`` approximates instead and warns with
-        :class:`~structspec.errors.SchemaRelaxedWarning`, listing what was relaxed.
+        :class:`~structspec.errors.SchemaRelaxedWarning`, listing what was relaxed. Declared
+        properties come in schema order; ``property_order="any"`` accepts any order (to check
+        documents written elsewhere; generation is more predictable in schema order).
         """
         from structspec.jsonschema import schema_to_gbnf
 
-        return cls.from_gbnf(schema_to_gbnf(schema, whitespace=whitespace, strict=strict))
+        text = schema_to_gbnf(schema, whitespace=whitespace, strict=strict, property_order=property_order)
+        return cls.from_gbnf(text)
 
     @classmethod
     def from_pydantic(cls, model: type, *, whitespace: str = "compact") -> Grammar:

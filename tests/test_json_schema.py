@@ -307,7 +307,7 @@ def _number_grammar() -> Grammar:
     return _NUMBER[0]
 
 
-_DIVISORS = (0.01, 0.1, 0.05, 0.3, 2.5, 1e-8)
+_DIVISORS = (0.01, 0.1, 0.05, 0.3, 2.5, 1.5, 1e-4, 1e-8)
 
 
 @functools.cache
@@ -326,8 +326,27 @@ def test_unbounded_fractional_multiple_of_keeps_integer_multiples(divisor: float
     if grammar.matches(str(value)):
         assert referee(schema).is_valid(value), value
     step = Fraction(Decimal(repr(divisor)))
-    if value % step.numerator == 0 and abs(value) <= 2**53 and abs(value / step) <= 2**53:
+    if value % step.numerator == 0 and (abs(value) <= 2**53 or step < 1):
         assert grammar.matches(str(value)), value
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_DIVISORS), st.integers(-1000, 1000))
+def test_unbounded_fractional_multiple_of_lists_the_multiples_nearest_zero(divisor: float, k: int) -> None:
+    """Near zero every multiple ``jsonschema`` accepts is spelled (``4.5`` under ``1.5``,
+    ``0.0075`` under ``0.0001``), in plain decimal notation."""
+    schema = {"type": "number", "multipleOf": divisor, "minimum": -(10**17)}
+    value = float(k * Fraction(Decimal(repr(divisor))))
+    text = format(Decimal(repr(value)), "f")
+    accepted = _multiple_grammar(divisor).matches(text)
+    valid = referee(schema).is_valid(value)
+    assert accepted <= valid and (accepted or not valid or value.is_integer()), text
+
+
+def test_multiple_of_with_a_huge_modulus_is_refused_quickly() -> None:
+    with pytest.raises(SchemaError) as info:
+        schema_to_gbnf({"type": "integer", "multipleOf": 0.123456789})
+    assert info.value.keyword == "multipleOf" and info.value.pointer == "/multipleOf"
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -28,6 +28,16 @@ def test_schema_file_to_gbnf(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert Grammar.from_gbnf(out).matches('{ "n": 7 }')
 
 
+def test_any_property_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "null"}}}))
+    status, out, err = run([str(path), "--property-order", "any"], capsys)
+    assert status == 0 and not err
+    assert Grammar.from_gbnf(out).matches('{"b":null,"a":1}') and not Grammar.from_gbnf(out).matches('{"a":1,"a":2}')
+    _, schema_order, _ = run([str(path)], capsys)
+    assert not Grammar.from_gbnf(schema_order).matches('{"b":null,"a":1}')
+
+
 def test_unsupported_schema_names_pointer_and_keyword(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "s.json"
     path.write_text(json.dumps({"properties": {"t": {"type": "array", "uniqueItems": True}}}))

@@ -157,3 +157,83 @@ def test_accepted_mutations_validate(index: int) -> None:
             assert judge.is_valid(json.loads(mutated)), mutated
 
     check()
+
+
+ANY_ORDER_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer", "minimum": 0, "maximum": 99},
+            "b": {"type": "string", "maxLength": 3},
+            "c": {"type": "boolean"},
+            "d": {"enum": [None, "x"]},
+        },
+        "required": ["c", "a"],
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}, "b": {"type": "boolean"}},
+        "minProperties": 1,
+        "maxProperties": 2,
+        "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 9},
+    },
+    {  # more declared properties than the set-of-seen automaton tracks: only required ones are
+        "type": "object",
+        "properties": {f"p{i}": {"type": "integer", "minimum": 0, "maximum": 9} for i in range(9)},
+        "required": ["p7", "p2"],
+        "additionalProperties": False,
+    },
+    {  # ... and with a maximum count, schema order is kept
+        "type": "object",
+        "properties": {f"p{i}": {"type": "boolean"} for i in range(9)},
+        "maxProperties": 3,
+        "additionalProperties": False,
+    },
+]
+
+
+@functools.cache
+def any_order_grammar(index: int) -> Grammar:
+    return Grammar.from_json_schema(ANY_ORDER_SCHEMAS[index], property_order="any")
+
+
+def any_order_referee(index: int) -> jsonschema.protocols.Validator:
+    return jsonschema.Draft202012Validator(ANY_ORDER_SCHEMAS[index])
+
+
+@pytest.mark.parametrize("index", range(len(ANY_ORDER_SCHEMAS)))
+def test_any_property_order_accepts_shuffled_instances_and_stays_sound(index: int) -> None:
+    schema = ANY_ORDER_SCHEMAS[index]
+    keeps_schema_order = "maxProperties" in schema and len(schema["properties"]) > 6
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(from_schema(schema), st.data())
+    def check(value: dict[str, Any], data: st.DataObject) -> None:
+        keys = data.draw(st.permutations(list(value)))
+        text = compact({k: value[k] for k in keys})
+        if keeps_schema_order:
+            assert any_order_grammar(index).matches(compact(in_schema_order(value, schema))), text
+        else:
+            assert any_order_grammar(index).matches(text), text
+
+    check()
+    rng = random.Random(index)
+    judge = any_order_referee(index)
+    checked = 0
+    for _ in range(300):
+        produced = random_walk(any_order_grammar(index), rng)
+        if produced is not None:
+            assert judge.is_valid(json.loads(produced)), produced
+            checked += 1
+    assert checked > 20
+
+
+def test_any_property_order_keeps_declared_properties_unique_and_required_ones_present() -> None:
+    small, counted, large = any_order_grammar(0), any_order_grammar(1), any_order_grammar(2)
+    assert small.matches('{"c":true,"a":1}') and small.matches('{"d":"x","a":1,"b":"q","c":false}')
+    assert not small.matches('{"a":1,"c":true,"a":2}') and not small.matches('{"a":1}')
+    assert counted.matches('{"z":1,"b":true}') and not counted.matches('{"z":1,"b":true,"a":2}')
+    assert large.matches('{"p8":1,"p7":2,"p0":3,"p2":4}')
+    assert large.matches('{"p8":1,"p2":2,"p8":3,"p7":4}')  # optional ones may repeat: the last counts
+    assert not large.matches('{"p8":1,"p7":2,"p7":3,"p2":4}') and not large.matches('{"p8":1,"p7":2}')

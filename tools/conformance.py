@@ -11,7 +11,8 @@ serialization of each test's data is compared with the suite's ``valid``; it pri
 and agreement % overall and per keyword file. MaskBench mode prints, per subset, schemas
 compiled %, valid instances accepted %, invalid instances rejected %, and the unsound count:
 accepted instances that ``jsonschema`` (with format checking) rejects. With ``--peers`` the
-peer engines of ``tools/peers`` (the ``bench`` extra) run on the same cases side by side.
+peer engines of ``tools/peers`` (the ``bench`` extra) run on the same cases side by side, and
+an ``ALL COMPILE`` row compares them over the schemas every engine compiles.
 """
 
 from __future__ import annotations
@@ -65,15 +66,19 @@ def referee(schema: Any) -> Any:
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
-def check(job: tuple[str, Any, list[tuple[Any, bool]], bool]) -> Outcome:
+Job = tuple[str, Any, list[tuple[Any, bool]], dict[str, Any]]
+"""(group, schema, [(instance, valid)], keyword arguments of ``schema_to_gbnf``)"""
+
+
+def check(job: Job) -> Outcome:
     """Compile one schema with structspec and judge its instances (runs in a worker)."""
-    group, schema, tests, strict = job
+    group, schema, tests, options = job
     signal.signal(signal.SIGPROF, _alarm)
     signal.setitimer(signal.ITIMER_PROF, TIMEOUT_S)  # CPU time: the verdict does not depend on the load
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            grammar = Grammar.from_gbnf(schema_to_gbnf(schema, strict=strict))
+            grammar = Grammar.from_gbnf(schema_to_gbnf(schema, **options))
         outcome = Outcome(group, True)
         judge = referee(schema)
         for data, valid in tests:
@@ -96,7 +101,7 @@ def check(job: tuple[str, Any, list[tuple[Any, bool]], bool]) -> Outcome:
         signal.setitimer(signal.ITIMER_PROF, 0)
 
 
-def run_jobs(jobs: list[tuple[str, Any, list[tuple[Any, bool]], bool]], workers: int) -> list[Outcome]:
+def run_jobs(jobs: list[Job], workers: int) -> list[Outcome]:
     if workers <= 1:
         return [check(job) for job in jobs]
     with multiprocessing.Pool(workers) as pool:
@@ -106,7 +111,7 @@ def run_jobs(jobs: list[tuple[str, Any, list[tuple[Any, bool]], bool]], workers:
 # -- JSON-Schema-Test-Suite ---------------------------------------------------------------------
 
 
-def suite_jobs(root: Path, optional: bool, strict: bool) -> list[tuple[str, Any, list[tuple[Any, bool]], bool]]:
+def suite_jobs(root: Path, optional: bool, options: dict[str, Any]) -> list[Job]:
     files = sorted(root.glob("*.json"))
     if optional:
         files += sorted((root / "optional").rglob("*.json"))
@@ -115,7 +120,7 @@ def suite_jobs(root: Path, optional: bool, strict: bool) -> list[tuple[str, Any,
         label = str(path.relative_to(root).with_suffix(""))
         for case in json.loads(path.read_text(encoding="utf-8")):
             tests = [(t["data"], bool(t["valid"])) for t in case["tests"]]
-            jobs.append((f"{label}::{case['description']}", case["schema"], tests, strict))
+            jobs.append((f"{label}::{case['description']}", case["schema"], tests, options))
     return jobs
 
 
@@ -159,12 +164,12 @@ def _pct(part: int, whole: int) -> str:
 # -- MaskBench ------------------------------------------------------------------------------------
 
 
-def maskbench_jobs(files: list[Path], strict: bool) -> list[tuple[str, Any, list[tuple[Any, bool]], bool]]:
+def maskbench_jobs(files: list[Path], options: dict[str, Any]) -> list[Job]:
     jobs = []
     for path in files:
         case = load_case(path)
         tests = [(i.data, i.valid) for i in case.instances]
-        jobs.append((f"{case.subset}::{case.name}", case.schema, tests, strict))
+        jobs.append((f"{case.subset}::{case.name}", case.schema, tests, options))
     return jobs
 
 
@@ -182,7 +187,7 @@ def maskbench_row(outcomes: list[Outcome]) -> dict[str, Any]:
     }
 
 
-def peer_outcomes(name: str, jobs: list[tuple[str, Any, list[tuple[Any, bool]], bool]]) -> list[Outcome]:
+def peer_outcomes(name: str, jobs: list[Job]) -> list[Outcome]:
     from _assets import tokenizer_dir
     from peers import PeerCompileError, make_peer, pin_single_thread
 
@@ -221,11 +226,19 @@ def report_maskbench(results: dict[str, list[Outcome]], verbose: bool) -> None:
     header = f"{'subset':<18} {'n':>5} " + " ".join(f"{e[:22]:>22}" for e in engines)
     print("cells: compiled% / valid accepted% / invalid rejected% / unsound")
     print(header)
-    for subset in [*subsets, "TOTAL"]:
+    everywhere = set.intersection(*({o.group for o in results[e] if o.compiled} for e in engines))
+    rows = [*subsets, "TOTAL", "ALL COMPILE"] if len(engines) > 1 else [*subsets, "TOTAL"]
+    for subset in rows:
         cells = []
         n = 0
         for engine in engines:
-            items = [o for o in results[engine] if subset == "TOTAL" or o.group.startswith(subset + "::")]
+            items = [
+                o
+                for o in results[engine]
+                if subset == "TOTAL"
+                or (subset == "ALL COMPILE" and o.group in everywhere)
+                or o.group.startswith(subset + "::")
+            ]
             row = maskbench_row(items)
             n = row["schemas"]
             cells.append("/".join(str(row[c]) for c in columns))
@@ -259,19 +272,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--optional", action="store_true", help="suite: include optional/ files")
     parser.add_argument("--no-strict", action="store_true", help="approximate instead of refusing")
+    parser.add_argument(
+        "--property-order",
+        choices=["schema", "any"],
+        default="schema",
+        help="declared properties in schema order (as generated) or in any order (as checked)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)
     assets = require_assets()
-    strict = not args.no_strict
+    options = {"strict": not args.no_strict, "property_order": args.property_order}
     if not args.maskbench:
         root = assets / SUITE
-        report_suite(run_jobs(suite_jobs(root, args.optional, strict), args.workers), args.verbose)
+        report_suite(run_jobs(suite_jobs(root, args.optional, options), args.workers), args.verbose)
         return 0
     files = maskbench_files(assets)
     if args.sample:
         files = stratified_sample(files, args.sample, args.seed)
-    jobs = maskbench_jobs(files, strict)
+    jobs = maskbench_jobs(files, options)
     results = {"structspec": run_jobs(jobs, args.workers)}
     if args.peers or args.peer:
         try:

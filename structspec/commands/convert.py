@@ -1,6 +1,6 @@
 """``structspec convert``: print the GBNF for a JSON Schema, a Pydantic model or a regex.
 
-    structspec convert SCHEMA.json [--whitespace flexible] [--no-strict]
+    structspec convert SCHEMA.json [--whitespace flexible] [--property-order any] [--no-strict]
     structspec convert --pydantic package.module:Model
     structspec convert --regex '^[a-z]+$'
 
@@ -40,6 +40,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="layout between JSON tokens (default: compact)",
     )
     parser.add_argument(
+        "--property-order",
+        choices=("schema", "any"),
+        default="schema",
+        help="declared properties in schema order (default) or in any order (to check documents)",
+    )
+    parser.add_argument(
         "--no-strict",
         dest="strict",
         action="store_false",
@@ -59,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
             schema = _load_model(args.pydantic) if args.pydantic else _load_schema(args.schema)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", SchemaRelaxedWarning)
-                text = schema_to_gbnf(schema, whitespace=args.whitespace, strict=args.strict)
+                text = schema_to_gbnf(
+                    schema, whitespace=args.whitespace, strict=args.strict, property_order=args.property_order
+                )
             for warning in caught:
                 print(f"structspec: warning: {warning.message}", file=sys.stderr)
     except SchemaError as exc:

@@ -29,15 +29,21 @@ from structspec.jsonschema.strings import StringSpec, spec_from_facets, string_e
 from structspec.regex_expr import Expr, Lit, MaybeExpr, Ref, alt
 
 WHITESPACE = ("compact", "flexible")
+PROPERTY_ORDERS = ("schema", "any")
 
 
 class Converter:
     """One conversion: the document, the rules built so far and what was relaxed."""
 
-    def __init__(self, schema: Any, whitespace: str = "compact", strict: bool = True) -> None:
+    def __init__(
+        self, schema: Any, whitespace: str = "compact", strict: bool = True, property_order: str = "schema"
+    ) -> None:
         if whitespace not in WHITESPACE:
             raise ValueError(f"whitespace must be one of {WHITESPACE}, not {whitespace!r}")
+        if property_order not in PROPERTY_ORDERS:
+            raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}, not {property_order!r}")
         self.strict = strict
+        self.any_order = property_order == "any"
         self.relaxed: list[tuple[str, str, str]] = []
         self.builder = GrammarBuilder()
         self.doc = Document(schema)
@@ -296,8 +302,18 @@ def _contains(values: list[Any], value: Any) -> bool:
     return any(jsonschema_lib._utils.equal(v, value) for v in values)
 
 
-def schema_to_gbnf(schema: dict[str, Any] | bool | str, *, whitespace: str = "compact", strict: bool = True) -> str:
+def schema_to_gbnf(
+    schema: dict[str, Any] | bool | str,
+    *,
+    whitespace: str = "compact",
+    strict: bool = True,
+    property_order: str = "schema",
+) -> str:
     """Readable GBNF accepting exactly the JSON texts that validate against ``schema``.
+
+    ``property_order="schema"`` writes declared properties in schema order (or required ones
+    first); ``"any"`` accepts them in any order, for checking documents written elsewhere (see
+    :mod:`structspec.jsonschema.objects` for its size limit).
 
     ``schema`` is a dict (or boolean) or its JSON text. With ``strict=True`` anything that cannot
     be enforced exactly raises :class:`~structspec.errors.SchemaError` (``.pointer``,
@@ -311,4 +327,4 @@ def schema_to_gbnf(schema: dict[str, Any] | bool | str, *, whitespace: str = "co
             raise SchemaError(f"schema is not valid JSON: {exc}", "", "") from None
     if not isinstance(schema, (dict, bool)):
         raise SchemaError("a schema must be an object or a boolean", "", "")
-    return Converter(schema, whitespace, strict).convert()
+    return Converter(schema, whitespace, strict, property_order).convert()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from structspec.regex_automaton import DFA, dfa_from_regex, intersect, minimize
+from structspec.regex_automaton import DFA, TooComplexError, dfa_from_regex, intersect, minimize
 from structspec.regex_charset import CharSet
 from structspec.regex_expr import EMPTY, Chars, Expr, Lit, MaybeExpr, alt, opt, rep, seq
 
@@ -333,7 +333,11 @@ def _merge(edges: list[tuple[CharSet, int]]) -> list[tuple[CharSet, int]]:
 
 
 def integer_multiples(expr: Expr, moduli: list[int]) -> DFA:
-    """The integers spelled by ``expr`` that are multiples of every modulus."""
+    """The integers spelled by ``expr`` that are multiples of every modulus (at most
+    :data:`MAX_MODULUS` each: the remainder automaton has one state per remainder)."""
+    big = [m for m in moduli if m > MAX_MODULUS]
+    if big:
+        raise TooComplexError(f"multiples of {big[0]} need more than {MAX_MODULUS} automaton states")
     dfa = dfa_from_regex(expr, search=False)
     for m in moduli:
         if m != 1:

@@ -10,7 +10,6 @@ floating-point test (:func:`float_safe_steps`). Anything else is relaxed or refu
 
 from __future__ import annotations
 
-import json
 import math
 from decimal import Decimal
 from fractions import Fraction
@@ -21,6 +20,7 @@ from structspec.jsonschema.facets import Facet
 from structspec.jsonschema.numbers import (
     DIGIT,
     FRAC_DIGITS,
+    INT_DIGITS,
     Bound,
     decimal_range,
     exact_binary_fractions,
@@ -119,12 +119,14 @@ def _integers(
                 "fractional multipleOf too far from its double over an unbounded or large range",
             )
             return None
-        limit = min(bound for _, bound in steps)
-        low, high = max(low, -limit) if low is not None else -limit, min(high, limit) if high is not None else limit
+        limits = [bound for _, bound in steps if bound is not None]
+        if limits:
+            limit = min(limits)
+            low, high = max(low, -limit) if low is not None else -limit, min(high, limit) if high is not None else limit
+            expr = integer_range(low, high)
+            if expr is None:
+                return None
         moduli += [step for step, _ in steps]
-        expr = integer_range(low, high)
-        if expr is None:
-            return None
     wanted = [v for v in excluded if float(v).is_integer()]
     if not moduli and not wanted:
         return expr
@@ -142,21 +144,26 @@ def _integers(
     return emit_dfa(dfa, chars, host, f"{name}-int")
 
 
-def float_safe_steps(divisors: list[int | float]) -> list[tuple[int, int]] | None:
+def float_safe_steps(divisors: list[int | float]) -> list[tuple[int, int | None]] | None:
     """For fractional divisors (JSON numbers whose shortest decimal is ``p/q``, reduced), the
-    pairs ``(p, limit)`` such that every multiple ``n`` of ``p`` with ``|n| <= limit`` passes
-    ``jsonschema``'s floating-point test (``n / d`` is integral): ``n / d`` is exactly the
-    integer ``n*q/p`` times ``1 + e`` where ``e`` is the relative gap between the decimal and
-    its double; ``|e| < 2**-54`` and ``|n*q/p| <= 2**53`` make the division round to that
-    integer. ``None`` when some double is too far from its decimal."""
-    out = []
+    pairs ``(p, limit)`` such that every multiple ``n`` of ``p`` with ``|n| <= limit`` (``None``:
+    any spelled integer) passes ``jsonschema``'s floating-point test (``n / d`` is integral).
+
+    ``n / d`` is the integer ``N = n*q/p`` times ``1 + e``, ``e`` the relative gap between the
+    decimal and its double, plus the rounding of ``n`` itself above 2**53. With ``|e| < 2**-54``:
+    ``|N| <= 2**53`` rounds to ``N``; a larger quotient rounds to a double of at least 2**52,
+    and every such double is integral. So ``|n| <= 2**53`` always passes, and so does any
+    larger ``n`` when ``d < 1`` (then ``|N| > |n|``) while the quotient stays finite.
+    ``None`` when some double is too far from its decimal."""
+    out: list[tuple[int, int | None]] = []
     for d in divisors:
         decimal = Fraction(Decimal(repr(float(d))))
         gap = decimal / Fraction(float(d)) - 1
         if abs(gap) >= Fraction(1, 2**54):
             return None
         p, q = decimal.numerator, decimal.denominator
-        out.append((p, min(2**53, 2**53 * p // q)))
+        finite = 10 ** (INT_DIGITS + 1) / decimal < 10**300
+        out.append((p, None if p < q and finite else 2**53))
     return out
 
 
@@ -211,29 +218,52 @@ def _listed_fractions(
     excluded: list[int | float],
     name: str,
 ) -> MaybeExpr:
-    """Non-integer multiples of a divisor within bounds, listed and checked one by one; over a
-    range too large to list, the multiples that are exactly doubles (:func:`_binary_multiples`)."""
-    facet = divisors[0][1]
+    """Non-integer multiples of a divisor, listed and checked one by one with ``jsonschema``:
+    all of those within the bounds when there are at most :data:`MAX_LISTED`; over a larger
+    range, the :data:`MAX_LISTED` nearest zero together with the multiples that are exactly
+    doubles anywhere in range (:func:`_binary_multiples`)."""
     step = Fraction(Decimal(repr(float(divisors[0][0]))))
-    first, last = 0, MAX_LISTED + 1
-    if lower and upper:
-        first = math.ceil(max(Fraction(v) for v, _ in lower) / step)
-        last = math.floor(min(Fraction(v) for v, _ in upper) / step)
-    if last - first > MAX_LISTED:
+    first = math.ceil(max(Fraction(v) for v, _ in lower) / step) if lower else None
+    last = math.floor(min(Fraction(v) for v, _ in upper) / step) if upper else None
+    window = _nearest_zero(first, last)
+    binary = None
+    if window != (first, last):
         if float_safe_steps([d for d, _ in divisors]) is None:
+            facet = divisors[0][1]
             host.relax(facet.pointer("multipleOf"), "multipleOf", "too many multiples to list")
             return None
-        return _binary_multiples(host, types, lower, upper, divisors, excluded, name)
+        binary = _binary_multiples(host, types, lower, upper, divisors, excluded, name)
+    bits = _binary_bits(step) if binary is not None else None
     spellings = []
-    for k in range(first, last + 1):
+    for k in range(window[0], window[1] + 1):
         value = float(k * step)
-        if value.is_integer():
-            continue
+        if value.is_integer() or (bits is not None and (Fraction(value) * 2**bits).denominator == 1):
+            continue  # integers and exact binary multiples are spelled elsewhere
         if all(host.is_valid(value, f.loc) for f in facets if f.positive):
-            spellings.append(json.dumps(value))
-    if not spellings:
-        return None
-    return emit_dfa(dfa_from_strings(spellings), chars, host, f"{name}-frac")
+            spellings.append(format(Decimal(repr(value)), "f"))  # 0.00001, never 1e-05
+    listed = emit_dfa(dfa_from_strings(spellings), chars, host, f"{name}-frac") if spellings else None
+    return alt(listed, binary)
+
+
+def _nearest_zero(first: int | None, last: int | None) -> tuple[int, int]:
+    """The at most ``MAX_LISTED + 1`` consecutive integers of ``[first, last]`` closest to zero."""
+    if first is not None and last is not None and last - first <= MAX_LISTED:
+        return first, last
+    half = MAX_LISTED // 2
+    low, high = -half, half
+    if first is not None and first > low:
+        low, high = first, first + MAX_LISTED
+    elif last is not None and last < high:
+        low, high = last - MAX_LISTED, last
+    return low, high
+
+
+def _binary_bits(step: Fraction) -> int | None:
+    """``a`` when ``step`` is ``1 / (2**a * 5**b)`` with ``a <= MAX_BINARY_BITS`` (a decimal's
+    denominator is always ``2**a * 5**b``), else ``None``."""
+    q = step.denominator
+    bits = (q & -q).bit_length() - 1
+    return bits if step.numerator == 1 and bits <= MAX_BINARY_BITS else None
 
 
 def _binary_multiples(
@@ -247,22 +277,19 @@ def _binary_multiples(
 ) -> MaybeExpr:
     """Fraction spellings under one divisor ``1 / (2**a * 5**b)`` (``0.01``, ``0.05``, ``0.1``)
     over a range too large to list: the values ``m / 2**a`` (``x.25``, ``x.5``, ``x.75`` for
-    ``0.01``; ``x.0`` too when integers are allowed), with ``|value| * 2**a * 5**b <= 2**53``.
-    Such a value is exactly a double and an integral multiple ``n`` of the divisor's decimal,
-    so ``jsonschema``'s quotient is ``n`` times ``1 + e`` with ``|e| < 2**-54`` (checked by
-    :func:`float_safe_steps`) and rounds to ``n``: sound. Other divisors or extra exclusions:
-    no fraction spellings (the integer multiples of :func:`_integers` remain)."""
+    ``0.01``; ``x.0`` too when integers are allowed), with ``|value| * 2**a <= 2**53``. Such a
+    value is exactly a double and an integral multiple ``n`` of the divisor's decimal, so
+    ``jsonschema``'s quotient is integral by the argument of :func:`float_safe_steps`: sound.
+    Other divisors or extra exclusions: none (the listed and integer multiples remain)."""
     if len(divisors) != 1 or excluded:
         return None
-    step = Fraction(Decimal(repr(float(divisors[0][0]))))
-    q = step.denominator
-    bits = (q & -q).bit_length() - 1
-    if step.numerator != 1 or bits > MAX_BINARY_BITS:  # q, a decimal's denominator, is 2**a * 5**b
+    bits = _binary_bits(Fraction(Decimal(repr(float(divisors[0][0])))))
+    if bits is None:
         return None
     bounds = fraction_bounds(lower, upper) if lower or upper else (None, None)
     if bounds is None:
         return None
-    int_digits = len(str(2**53 // q)) - 1  # every integer part below 10**int_digits <= 2**53 / q
+    int_digits = len(str(2**53 >> bits)) - 1  # integer parts below 10**int_digits: |value| * 2**bits <= 2**53
     expr = exact_binary_fractions(bits, int_digits, integral="integer" in types)
     low, high = bounds
     if (low is not None and low > -(10**int_digits)) or (high is not None and high < 10**int_digits):

@@ -1,8 +1,15 @@
-"""Object values: declared properties in schema order, then any other members.
+"""Object values: declared properties in schema order, with any other members among them.
 
 Declared (and required) properties appear at most once, in the order the schema lists them
 or with the required ones first (see :func:`property_orders`), each optional one
-independently present or absent. Members not declared come after them;
+independently present or absent. With ``property_order="any"`` they may come in any order:
+the member automaton tracks the set of declared properties seen (``2**n`` states for ``n``
+of them). Past :data:`MAX_ANY_ORDER` declared properties it tracks only the required ones and
+lets the optional ones repeat, as undeclared members may: a JSON parser keeps the last of
+duplicate keys and every occurrence is checked, so this stays sound where no
+``minProperties`` above 1 or ``maxProperties`` counts members; otherwise, or with more than
+:data:`MAX_ANY_ORDER` required properties, the schema order is kept. Members not declared may
+appear anywhere among them;
 their names exclude the declared ones (so a duplicate key can never override a checked value)
 and are partitioned by which ``patternProperties`` they match, so each name gets exactly the
 value schemas JSON Schema applies to it. ``minProperties`` counts declared members exactly and
@@ -38,11 +45,13 @@ from structspec.regex_expr import EMPTY, Lit, MaybeExpr, alt, rep, seq
 from structspec.regex_parse import RegexError
 
 MAX_PATTERNS = 6
+MAX_ANY_ORDER = 6
 
 
 class ObjectHost(Protocol):
     builder: GrammarBuilder
     ws: MaybeExpr
+    any_order: bool
 
     def relax(self, pointer: str, keyword: str, message: str) -> None: ...
 
@@ -99,9 +108,13 @@ def object_expr(host: ObjectHost, facets: list[Facet], name: str) -> MaybeExpr:
     extra, witness = _extra_members(host, facets, known, name_locs, name, colon, witness_spec)
     sep = seq(ws, Lit(","), ws)
     needs_witness = witness_spec is not None
+    tracked = _tracked_in_any_order(known, required, min_p, max_p) if host.any_order else None
+    orders = [known] if tracked is not None else property_orders(known, required)
     bodies = [
-        _members(host.builder, [entries[k] for k in order], extra, witness, needs_witness, min_p, max_p, sep, name)
-        for order in property_orders(known, required)
+        _members(
+            host.builder, [entries[k] for k in order], extra, witness, needs_witness, min_p, max_p, sep, name, tracked
+        )
+        for order in orders
     ]
     return seq(Lit("{"), ws, alt(*bodies), ws, Lit("}"))
 
@@ -113,6 +126,16 @@ def property_orders(known: list[str], required: list[str]) -> list[list[str]]:
     first = [k for k in required if k in known]
     second = first + [k for k in known if k not in first]
     return [known] if second == known else [known, second]
+
+
+def _tracked_in_any_order(known: list[str], required: list[str], min_p: int, max_p: int | None) -> int | None:
+    """The bit set of declared properties whose presence the any-order automaton tracks (each
+    then appears at most once; the others may repeat), or ``None`` to keep the schema order."""
+    if len(known) <= MAX_ANY_ORDER:
+        return (1 << len(known)) - 1
+    if len(required) > MAX_ANY_ORDER or min_p > 1 or max_p is not None:
+        return None
+    return sum(1 << j for j, k in enumerate(known) if k in required)
 
 
 def _outside(spec: dict[str, Any], key: str) -> bool:
@@ -284,16 +307,20 @@ def _members(
     max_p: int | None,
     sep: MaybeExpr,
     name: str,
+    tracked: int | None,
 ) -> MaybeExpr:
-    """Comma-separated members: the entries in order (each optional unless required), with
-    extra (undeclared) members allowed before, between and after them; the count stays in
-    ``[min_p, max_p]`` and, when ``needs_witness``, some entry or extra member is a witness
-    (its witness form: ``entries[i][2]`` or ``witness``).
+    """Comma-separated members: the entries in order (each at most once, optional unless
+    required), or in any order when ``tracked`` is the bit set of entries kept to at most once
+    (the others may repeat), with extra (undeclared) members allowed before, between and after
+    them; the count stays in ``[min_p, max_p]`` and, when ``needs_witness``, some entry or extra
+    member is a witness (its witness form: ``entries[i][2]`` or ``witness``).
 
-    States ``(i, c, e, w)``: next entry ``i``, ``c`` entries and ``e`` extra members so far
+    States ``(d, c, e, w)``: ``d`` the entries done (in order: how many were passed; in any
+    order: the bit set of tracked ones written), ``c`` entries and ``e`` extra members so far
     (both saturating when no maximum needs them exact), ``w`` "witness seen"."""
     cap = max_p if max_p is not None else max(min_p, 1)
     n = len(entries)
+    needed_bits = sum(1 << j for j, (_, needed, _) in enumerate(entries) if needed)
     edges: dict[object, list[tuple[MaybeExpr, object]]] = {}
     accept: set[object] = set()
     start = (0, 0, 0, not needs_witness)
@@ -311,22 +338,27 @@ def _members(
     while todo:
         state = todo.pop()
         edges.setdefault(state, [])
-        i, c, e, w = state
+        d, c, e, w = state
         lead = sep if c + e else EMPTY
         room = max_p is None or c + e < max_p
-        if i == n and c + min(e, 1) >= min_p and w:
+        complete = d & needed_bits == needed_bits if tracked is not None else d == n
+        if complete and c + min(e, 1) >= min_p and w:
             accept.add(state)
-        if i < n:
-            member, needed, proof = entries[i]
+        if tracked is not None:
+            steps = [(j, d | ((1 << j) & tracked)) for j in range(n) if not d >> j & 1]
+        else:
+            steps = [(d, d + 1)] if d < n else []
+            if d < n and not entries[d][1]:
+                go(state, EMPTY, (d + 1, c, e, w))
+        for j, after in steps:
+            member, _, proof = entries[j]
             if room:
-                go(state, seq(lead, member), (i + 1, min(c + 1, cap), e, w))
+                go(state, seq(lead, member), (after, min(c + 1, cap), e, w))
                 if not w:
-                    go(state, seq(lead, proof), (i + 1, min(c + 1, cap), e, True))
-            if not needed:
-                go(state, EMPTY, (i + 1, c, e, w))
+                    go(state, seq(lead, proof), (after, min(c + 1, cap), e, True))
         if room:
             grown = e + 1 if max_p is not None else 1
-            go(state, seq(lead, extra), (i, c, grown, w))
+            go(state, seq(lead, extra), (d, c, grown, w))
             if not w:
-                go(state, seq(lead, witness), (i, c, grown, True))
+                go(state, seq(lead, witness), (d, c, grown, True))
     return emit_graph(edges, accept, start, builder, f"{name}-rest")
