@@ -9,6 +9,7 @@ with ``E108`` naming the rule.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 
 import numpy as np
@@ -27,13 +28,17 @@ from structspec.gbnf.ast import (
     walk,
 )
 from structspec.gbnf.diagnostics import Diagnostic
-from structspec.ruleset import RuleSet
+from structspec.ruleset import ByteMoves, RuleSet
 from structspec.utf8 import utf8_sequences
 
 INLINE_LIMIT = 400  # estimated NFA states up to which a non-recursive rule is inlined
+DFA_CACHE_SIZE = 2048  # rule automata kept for reuse by later grammars
 NFA_LIMIT = 400_000  # NFA states per rule
 DFA_LIMIT = 100_000  # DFA states per rule
 _ANY = ((0, 0x10FFFF),)
+
+
+_DFA_CACHE: OrderedDict[tuple[Node, tuple[tuple[str, Node], ...]], _DFA] = OrderedDict()
 
 
 class CompileLimitError(Exception):
@@ -49,16 +54,43 @@ def compile_rules(table: Mapping[str, Rule], root: str) -> RuleSet:
     order = _reachable_in_order(table, root)
     inline = _inlinable(table, order, {name: _refs(table, name) for name in order})
     compiled = [name for name in order if name not in inline or name == root]
-    index = {name: i for i, name in enumerate(compiled)}
+    dfas = [_rule_dfa(table, inline, name) for name in compiled]
     token_refs: list[TokenRef] = []
-    token_index: dict[tuple[int | str, bool], int] = {}
-    dfas = []
-    for name in compiled:
-        nfa = _NFA(table, inline, index, token_refs, token_index, name)
-        start, end = nfa.new_state(), nfa.new_state()
-        nfa.build(table[name].body, start, end)
-        dfas.append(_determinize(nfa, start, end, table[name]))
-    return _assemble(compiled, dfas, index[root], tuple(token_refs))
+    for dfa in dfas:
+        for moves in dfa.sym_next:
+            token_refs += [sym for sym in moves if isinstance(sym, TokenRef) and sym not in token_refs]
+    return _assemble(compiled, dfas, root, tuple(token_refs))
+
+
+def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _DFA:
+    """The automaton of one rule, from the process-wide cache when the same rule text (with
+    the same inlined callees) was compiled before: most schema grammars share the JSON helpers
+    (``string``, ``number``, ``value`` ...), so their automata are built once per process."""
+    key = (table[name].body, _inlined_callees(table, inline, name))
+    dfa = _DFA_CACHE.get(key)
+    if dfa is not None:
+        _DFA_CACHE.move_to_end(key)
+        return dfa
+    nfa = _NFA(table, inline, name)
+    start, end = nfa.new_state(), nfa.new_state()
+    nfa.build(table[name].body, start, end)
+    dfa = _determinize(nfa, start, end, table[name])
+    _DFA_CACHE[key] = dfa
+    if len(_DFA_CACHE) > DFA_CACHE_SIZE:
+        _DFA_CACHE.popitem(last=False)
+    return dfa
+
+
+def _inlined_callees(table: Mapping[str, Rule], inline: set[str], name: str) -> tuple[tuple[str, Node], ...]:
+    """``(name, body)`` of every rule inlined into ``name``, directly or through others."""
+    found: dict[str, Node] = {}
+    todo = [name]
+    while todo:
+        for callee in _refs(table, todo.pop()):
+            if callee in inline and callee not in found:
+                found[callee] = table[callee].body
+                todo.append(callee)
+    return tuple(sorted(found.items(), key=lambda item: item[0]))
 
 
 def _reachable_in_order(table: Mapping[str, Rule], root: str) -> list[str]:
@@ -191,18 +223,16 @@ def _topological(graph: Mapping[str, set[str]], names: list[str]) -> list[str]:
 
 
 class _NFA:
-    """An epsilon-NFA for one rule; symbol edges carry rule indexes (>= 0) or ~token index."""
+    """An epsilon-NFA for one rule; symbol edges carry the called rule's name or the
+    :class:`TokenRef` (numbered only when the rule set is assembled, so automata are shared)."""
 
-    def __init__(self, table, inline, index, token_refs, token_index, rule_name) -> None:
+    def __init__(self, table: Mapping[str, Rule], inline: set[str], rule_name: str) -> None:
         self.table = table
         self.inline = inline
-        self.index = index
-        self.token_refs = token_refs
-        self.token_index = token_index
         self.rule = table[rule_name]
         self.eps: list[list[int]] = []
         self.byte_edges: list[list[tuple[int, int]]] = []
-        self.sym_edges: list[list[tuple[int, int]]] = []
+        self.sym_edges: list[list[tuple[str | TokenRef, int]]] = []
 
     def new_state(self) -> int:
         if len(self.eps) >= NFA_LIMIT:
@@ -228,13 +258,9 @@ class _NFA:
             if node.name in self.inline:
                 self.build(self.table[node.name].body, start, end)
             else:
-                self.sym_edges[start].append((self.index[node.name], end))
+                self.sym_edges[start].append((node.name, end))
         elif isinstance(node, TokenRef):
-            key = (node.token, node.negated)
-            if key not in self.token_index:
-                self.token_index[key] = len(self.token_refs)
-                self.token_refs.append(node)
-            self.sym_edges[start].append((~self.token_index[key], end))
+            self.sym_edges[start].append((node, end))
         elif isinstance(node, Sequence):
             current = start
             for i, item in enumerate(node.items):
@@ -291,7 +317,7 @@ class _DFA:
 
     def __init__(self) -> None:
         self.byte_pieces: list[list[tuple[int, int]]] = []  # (byte mask, target)
-        self.sym_next: list[dict[int, int]] = []
+        self.sym_next: list[dict[str | TokenRef, int]] = []  # called rule name or token reference
         self.final: list[bool] = []
 
 
@@ -335,14 +361,14 @@ def _determinize(nfa: _NFA, start: int, accept: int, rule: Rule) -> _DFA:
         current = done
         done += 1
         pieces: list[tuple[int, set[int]]] = []
-        symbols: dict[int, set[int]] = {}
+        symbols: dict[str | TokenRef, set[int]] = {}
         for s in subset:
             for mask, target in nfa.byte_edges[s]:
                 pieces = _refine(pieces, mask, target)
             for symbol, target in nfa.sym_edges[s]:
                 symbols.setdefault(symbol, set()).add(target)
         dfa.byte_pieces[current] = [(mask, state_id(closure(targets))) for mask, targets in pieces]
-        dfa.sym_next[current] = {sym: state_id(closure(t)) for sym, t in sorted(symbols.items())}
+        dfa.sym_next[current] = {sym: state_id(closure(t)) for sym, t in symbols.items()}
     return dfa
 
 
@@ -365,45 +391,37 @@ def _refine(pieces: list[tuple[int, set[int]]], mask: int, target: int) -> list[
     return out
 
 
-def _assemble(names: list[str], dfas: list[_DFA], root: int, token_refs: tuple[TokenRef, ...]) -> RuleSet:
+def _assemble(names: list[str], dfas: list[_DFA], root: str, token_refs: tuple[TokenRef, ...]) -> RuleSet:
     offsets, total = [], 0
     for dfa in dfas:
         offsets.append(total)
         total += len(dfa.final)
     rule_start = tuple(offsets)
-    byte_next: list[dict[int, int]] = []
+    index = {name: i for i, name in enumerate(names)}
+    token_index = {ref: i for i, ref in enumerate(token_refs)}
     refs: list[tuple[tuple[int, int], ...]] = []
     token_edges: list[tuple[tuple[int, int], ...]] = []
     final: list[bool] = []
     rule_of: list[int] = []
     pieces: list[list[tuple[int, int]]] = []  # per state: (byte mask, target state)
-    bits_of: dict[int, list[int]] = {}
     for r, dfa in enumerate(dfas):
         base = offsets[r]
         for local in range(len(dfa.final)):
-            moves: dict[int, int] = {}
-            here = [(mask, base + target) for mask, target in dfa.byte_pieces[local]]
-            for mask, target in here:
-                bits = bits_of.get(mask)
-                if bits is None:
-                    bits = bits_of[mask] = _bits(mask)
-                moves.update(dict.fromkeys(bits, target))
-            pieces.append(here)
-            byte_next.append(moves)
+            pieces.append([(mask, base + target) for mask, target in dfa.byte_pieces[local]])
             syms = dfa.sym_next[local]
-            refs.append(tuple((rule_start[s], base + t) for s, t in syms.items() if s >= 0))
-            token_edges.append(tuple((~s, base + t) for s, t in syms.items() if s < 0))
+            refs.append(tuple((rule_start[index[s]], base + t) for s, t in syms.items() if isinstance(s, str)))
+            token_edges.append(tuple((token_index[s], base + t) for s, t in syms.items() if isinstance(s, TokenRef)))
             final.append(dfa.final[local])
             rule_of.append(r)
-    byte_class, class_table = _class_table(pieces, bits_of)
-    movable = tuple(bool(byte_next[q]) or bool(token_edges[q]) for q in range(total))
+    byte_class, class_table = _class_table(pieces)
+    movable = tuple(bool(pieces[q]) or bool(token_edges[q]) for q in range(total))
     sink = tuple(final[q] and not movable[q] and not refs[q] for q in range(total))
-    plain = tuple(bool(byte_next[q]) and not final[q] and not refs[q] and not token_edges[q] for q in range(total))
+    plain = tuple(bool(pieces[q]) and not final[q] and not refs[q] and not token_edges[q] for q in range(total))
     return RuleSet(
         rule_names=tuple(names),
         rule_start=rule_start,
-        root_start=rule_start[root],
-        byte_next=tuple(byte_next),
+        root_start=rule_start[index[root]],
+        byte_next=ByteMoves(byte_class, class_table),
         refs=tuple(refs),
         token_edges=tuple(token_edges),
         final=tuple(final),
@@ -426,23 +444,32 @@ def _bits(mask: int) -> list[int]:
     return out
 
 
-def _class_table(pieces: list[list[tuple[int, int]]], bits_of: dict[int, list[int]]) -> tuple[np.ndarray, np.ndarray]:
+def _class_table(pieces: list[list[tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
     """Bytes no transition distinguishes share a class; ``table[q, class]`` is the move.
-    ``pieces`` are each state's disjoint (byte mask, target) moves, ``bits_of`` every mask's bytes."""
+    ``pieces`` are each state's disjoint (byte mask, target) moves."""
+    mask_ids: dict[int, int] = {}
+    rows, ids, targets = [], [], []
+    for q, moves in enumerate(pieces):
+        for mask, target in moves:
+            rows.append(q)
+            ids.append(mask_ids.setdefault(mask, len(mask_ids)))
+            targets.append(target)
     classes = [(1 << 256) - 1]
-    for mask in bits_of:
+    for mask in mask_ids:
         refined = []
         for cls in classes:
             inside, outside = cls & mask, cls & ~mask
             refined.extend(part for part in (inside, outside) if part)
         classes = refined
+    classes.sort(key=lambda m: (m & -m).bit_length())
     byte_class = np.zeros(256, dtype=np.int32)
-    for c, cls in enumerate(sorted(classes, key=lambda m: (m & -m).bit_length())):
+    for c, cls in enumerate(classes):
         byte_class[_bits(cls)] = c
-    # Every mask is a union of classes: its columns are the classes of its bytes.
-    columns = {mask: np.unique(byte_class[bits]) for mask, bits in bits_of.items()}
+    # Every mask is a union of classes: member[m, c] says whether class c lies inside mask m.
+    member = np.array([[bool(mask & cls) for cls in classes] for mask in mask_ids], dtype=bool).reshape(
+        len(mask_ids), len(classes)
+    )
     table = np.full((len(pieces), len(classes)), -1, dtype=np.int32)
-    for q, moves in enumerate(pieces):
-        for mask, target in moves:
-            table[q, columns[mask]] = target
+    piece, column = np.nonzero(member[np.array(ids, dtype=np.intp)])
+    table[np.array(rows, dtype=np.intp)[piece], column] = np.array(targets, dtype=np.int32)[piece]
     return byte_class, table

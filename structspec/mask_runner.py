@@ -28,7 +28,7 @@ import numpy as np
 
 from structspec.mask_trie import TokenTrie, set_words
 from structspec.parse_state import Frame, ParseState, StackLimitError, close, frame
-from structspec.ruleset import RuleSet
+from structspec.ruleset import ByteMoves, RuleSet
 from structspec.utf8 import utf8_sequences
 
 UNKNOWN = -2
@@ -58,14 +58,15 @@ def with_hole(rules: RuleSet) -> tuple[RuleSet, int]:
     hole stands for a callee's frames whatever lies below them; the hole ending is the callee
     returning, which a delegated run reports as pending (see :meth:`StackRunner._split`)."""
     hole = rules.n_states
+    class_table = np.vstack([rules.class_table, np.full((1, rules.class_table.shape[1]), -1, np.int32)])
     extended = dataclasses.replace(
         rules,
-        byte_next=(*rules.byte_next, {}),
+        byte_next=ByteMoves(rules.byte_class, class_table),
         refs=(*rules.refs, ()),
         token_edges=(*rules.token_edges, ()),
         final=(*rules.final, True),
         rule_of=(*rules.rule_of, -1),
-        class_table=np.vstack([rules.class_table, np.full((1, rules.class_table.shape[1]), -1, np.int32)]),
+        class_table=class_table,
         movable=(*rules.movable, False),
         sink=(*rules.sink, False),
         plain=(*rules.plain, False),

@@ -6,8 +6,10 @@ Layout (decided once; states and masks index into it, so changing it is a breaki
   Small non-recursive rules are inlined into their callers first, so most grammars end up
   with a handful of automata; recursion stays as rule references.
 * All automata share one global numbering of *states* ``0..n_states-1``. Per state:
-  ``byte_next[q]`` (dict byte -> state), ``refs[q]`` (tuple of ``(rule start state, return
-  state)`` pairs: push the rule, continue at the return state once it finishes),
+  ``byte_next[q]`` (dict byte -> state, built on first use from ``class_table``: a large
+  grammar has thousands of states and a generation visits few of them), ``refs[q]`` (tuple
+  of ``(rule start state, return state)`` pairs: push the rule, continue at the return state
+  once it finishes),
   ``token_edges[q]`` (tuple of ``(token ref index, state)``), ``final[q]`` (the rule may end
   here) and ``rule_of[q]``. Derived flags: ``movable[q]`` (a stack topped by ``q`` can
   consume a byte or a token), ``sink[q]`` (final with no moves at all: returning into it just
@@ -22,6 +24,7 @@ Nothing here is mutated after construction; parse states only hold state numbers
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from weakref import WeakValueDictionary
 
@@ -30,12 +33,34 @@ import numpy as np
 from structspec.gbnf.ast import TokenRef
 
 
+class ByteMoves(Sequence[dict[int, int]]):
+    """``byte_next``: per state, the dict byte -> next state, read off the dense class table the
+    first time the state is asked for and kept (a benign race under threads: both compute the
+    same dict)."""
+
+    def __init__(self, byte_class: np.ndarray, class_table: np.ndarray) -> None:
+        self._byte_class = byte_class
+        self._table = class_table
+        self._rows: list[dict[int, int] | None] = [None] * len(class_table)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, q: int) -> dict[int, int]:  # type: ignore[override]
+        row = self._rows[q]
+        if row is None:
+            moves = self._table[q][self._byte_class]
+            where = np.flatnonzero(moves >= 0)
+            row = self._rows[q] = dict(zip(where.tolist(), moves[where].tolist(), strict=True))
+        return row
+
+
 @dataclass(frozen=True, eq=False)
 class RuleSet:
     rule_names: tuple[str, ...]
     rule_start: tuple[int, ...]
     root_start: int
-    byte_next: tuple[dict[int, int], ...]
+    byte_next: ByteMoves
     refs: tuple[tuple[tuple[int, int], ...], ...]
     token_edges: tuple[tuple[tuple[int, int], ...], ...]
     final: tuple[bool, ...]
