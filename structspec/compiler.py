@@ -32,13 +32,37 @@ from structspec.ruleset import ByteMoves, RuleSet
 from structspec.utf8 import utf8_sequences
 
 INLINE_LIMIT = 400  # estimated NFA states up to which a non-recursive rule is inlined
-DFA_CACHE_SIZE = 2048  # rule automata kept for reuse by later grammars
+DFA_CACHE_STATES = 200_000  # automaton states of the rule automata kept for reuse by later grammars
 NFA_LIMIT = 400_000  # NFA states per rule
 DFA_LIMIT = 100_000  # DFA states per rule
 _ANY = ((0, 0x10FFFF),)
 
 
-_DFA_CACHE: OrderedDict[tuple[Node, tuple[tuple[str, Node], ...]], _DFA] = OrderedDict()
+class _AutomatonCache:
+    """Least recently used rule automata, within a budget of :data:`DFA_CACHE_STATES` states."""
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[tuple[Node, tuple[tuple[str, Node], ...]], _DFA] = OrderedDict()
+        self.states = 0
+
+    def get(self, key: tuple[Node, tuple[tuple[str, Node], ...]]) -> _DFA | None:
+        dfa = self.entries.get(key)
+        if dfa is not None:
+            self.entries.move_to_end(key)
+        return dfa
+
+    def put(self, key: tuple[Node, tuple[tuple[str, Node], ...]], dfa: _DFA) -> None:
+        self.entries[key] = dfa
+        self.states += len(dfa.final)
+        while len(self.entries) > 1 and self.states > DFA_CACHE_STATES:
+            self.states -= len(self.entries.popitem(last=False)[1].final)
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.states = 0
+
+
+_DFA_CACHE = _AutomatonCache()
 
 
 class CompileLimitError(Exception):
@@ -68,16 +92,12 @@ def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _DFA:
     (``string``, ``number``, ``value`` ...), so their automata are built once per process."""
     key = (table[name].body, _inlined_callees(table, inline, name))
     dfa = _DFA_CACHE.get(key)
-    if dfa is not None:
-        _DFA_CACHE.move_to_end(key)
-        return dfa
-    nfa = _NFA(table, inline, name)
-    start, end = nfa.new_state(), nfa.new_state()
-    nfa.build(table[name].body, start, end)
-    dfa = _determinize(nfa, start, end, table[name])
-    _DFA_CACHE[key] = dfa
-    if len(_DFA_CACHE) > DFA_CACHE_SIZE:
-        _DFA_CACHE.popitem(last=False)
+    if dfa is None:
+        nfa = _NFA(table, inline, name)
+        start, end = nfa.new_state(), nfa.new_state()
+        nfa.build(table[name].body, start, end)
+        dfa = _determinize(nfa, start, end, table[name])
+        _DFA_CACHE.put(key, dfa)
     return dfa
 
 
