@@ -9,6 +9,7 @@ with ``E108`` naming the rule.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 
@@ -39,27 +40,34 @@ _ANY = ((0, 0x10FFFF),)
 
 
 class _AutomatonCache:
-    """Least recently used rule automata, within a budget of :data:`DFA_CACHE_STATES` states."""
+    """Least recently used rule automata, within a budget of :data:`DFA_CACHE_STATES` states;
+    thread-safe (the server compiles request grammars on several threads)."""
 
     def __init__(self) -> None:
         self.entries: OrderedDict[tuple[Node, tuple[tuple[str, Node], ...]], _DFA] = OrderedDict()
         self.states = 0
+        self._lock = threading.Lock()
 
     def get(self, key: tuple[Node, tuple[tuple[str, Node], ...]]) -> _DFA | None:
-        dfa = self.entries.get(key)
-        if dfa is not None:
-            self.entries.move_to_end(key)
-        return dfa
+        with self._lock:
+            dfa = self.entries.get(key)
+            if dfa is not None:
+                self.entries.move_to_end(key)
+            return dfa
 
     def put(self, key: tuple[Node, tuple[tuple[str, Node], ...]], dfa: _DFA) -> None:
-        self.entries[key] = dfa
-        self.states += len(dfa.final)
-        while len(self.entries) > 1 and self.states > DFA_CACHE_STATES:
-            self.states -= len(self.entries.popitem(last=False)[1].final)
+        with self._lock:
+            if key in self.entries:  # built meanwhile by another thread
+                return
+            self.entries[key] = dfa
+            self.states += len(dfa.final)
+            while len(self.entries) > 1 and self.states > DFA_CACHE_STATES:
+                self.states -= len(self.entries.popitem(last=False)[1].final)
 
     def clear(self) -> None:
-        self.entries.clear()
-        self.states = 0
+        with self._lock:
+            self.entries.clear()
+            self.states = 0
 
 
 _DFA_CACHE = _AutomatonCache()
@@ -79,11 +87,9 @@ def compile_rules(table: Mapping[str, Rule], root: str) -> RuleSet:
     inline = _inlinable(table, order, {name: _refs(table, name) for name in order})
     compiled = [name for name in order if name not in inline or name == root]
     dfas = [_rule_dfa(table, inline, name) for name in compiled]
-    token_refs: list[TokenRef] = []
-    for dfa in dfas:
-        for moves in dfa.sym_next:
-            token_refs += [sym for sym in moves if isinstance(sym, TokenRef) and sym not in token_refs]
-    return _assemble(compiled, dfas, root, tuple(token_refs))
+    symbols = (sym for dfa in dfas for moves in dfa.sym_next for sym in moves)
+    token_refs = tuple(dict.fromkeys(sym for sym in symbols if isinstance(sym, TokenRef)))
+    return _assemble(compiled, dfas, root, token_refs)
 
 
 def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _DFA:

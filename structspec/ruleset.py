@@ -24,7 +24,6 @@ Nothing here is mutated after construction; parse states only hold state numbers
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from weakref import WeakValueDictionary
 
@@ -33,25 +32,21 @@ import numpy as np
 from structspec.gbnf.ast import TokenRef
 
 
-class ByteMoves(Sequence[dict[int, int]]):
-    """``byte_next``: per state, the dict byte -> next state, read off the dense class table the
-    first time the state is asked for and kept (a benign race under threads: both compute the
-    same dict)."""
+class ByteMoves(dict[int, dict[int, int]]):
+    """``byte_next``: state -> (byte -> next state), read off the dense class table the first
+    time a state is asked for and kept. A dict subclass so that every later lookup stays a
+    plain dict lookup on the byte-by-byte hot path (under threads, two first lookups of a
+    state both compute the same dict)."""
 
     def __init__(self, byte_class: np.ndarray, class_table: np.ndarray) -> None:
+        super().__init__()
         self._byte_class = byte_class
         self._table = class_table
-        self._rows: list[dict[int, int] | None] = [None] * len(class_table)
 
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def __getitem__(self, q: int) -> dict[int, int]:  # type: ignore[override]
-        row = self._rows[q]
-        if row is None:
-            moves = self._table[q][self._byte_class]
-            where = np.flatnonzero(moves >= 0)
-            row = self._rows[q] = dict(zip(where.tolist(), moves[where].tolist(), strict=True))
+    def __missing__(self, q: int) -> dict[int, int]:
+        moves = self._table[q][self._byte_class]
+        where = np.flatnonzero(moves >= 0)
+        row = self[q] = dict(zip(where.tolist(), moves[where].tolist(), strict=True))
         return row
 
 

@@ -520,3 +520,20 @@ def test_malformed_schemas_are_refused_with_their_pointer(schema: dict, pointer:
 def test_repeated_enum_entries_are_harmless() -> None:
     grammar = Grammar.from_json_schema({"enum": ["a", "b", "a"]})
     assert grammar.matches('"a"') and grammar.matches('"b"') and not grammar.matches('"c"')
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"not": {"additionalProperties": {"type": "integer"}}},
+        {"type": "object", "properties": {"k": {}}, "not": {"additionalProperties": {"type": "integer"}}},
+    ],
+)
+def test_negated_additional_properties_needs_a_last_failing_member(schema: dict) -> None:
+    """Some undeclared member must fail the negated schema; a duplicate key after it would
+    override its value in the parsed object, so it must be the last undeclared member."""
+    grammar = compile_schema(schema)
+    for text in ['{"b":1,"a":"x"}', '{"a":1,"a":"x"}']:
+        assert grammar.matches(text) and referee(schema).is_valid(json.loads(text)), text
+    for text in ["{}", '{"b":1}', '{"a":"x","a":1}']:
+        assert not grammar.matches(text) and not referee(schema).is_valid(json.loads(text)), text

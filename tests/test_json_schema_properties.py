@@ -237,3 +237,19 @@ def test_any_property_order_keeps_declared_properties_unique_and_required_ones_p
     assert large.matches('{"p8":1,"p7":2,"p0":3,"p2":4}')
     assert large.matches('{"p8":1,"p2":2,"p8":3,"p7":4}')  # optional ones may repeat: the last counts
     assert not large.matches('{"p8":1,"p7":2,"p7":3,"p2":4}') and not large.matches('{"p8":1,"p7":2}')
+
+
+def test_any_property_order_keeps_a_repeated_witness_last() -> None:
+    """A member that must fail the negated ``additionalProperties`` is not overridden by a
+    later duplicate of its key (a parser keeps the last value)."""
+    schema = {
+        "type": "object",
+        "properties": {f"p{i}": {} for i in range(9)},
+        "not": {"additionalProperties": {"type": "integer"}},
+    }
+    grammar = Grammar.from_json_schema(schema, property_order="any")
+    judge = jsonschema.Draft202012Validator(schema)
+    for text in ['{"p0":1,"p0":"x"}', '{"z":1,"p0":"x"}', '{"p0":"x"}']:
+        assert grammar.matches(text) and judge.is_valid(json.loads(text)), text
+    for text in ['{"p0":"x","p0":1}', '{"p0":1}']:
+        assert not grammar.matches(text) and not judge.is_valid(json.loads(text)), text

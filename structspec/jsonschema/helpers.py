@@ -18,6 +18,7 @@ OBJECT_KEYWORDS = {
     "minProperties",
     "maxProperties",
     "unevaluatedProperties",
+    "~extra-witness",  # a negated additionalProperties (see objects.py)
 }
 ARRAY_KEYWORDS = {
     "items",

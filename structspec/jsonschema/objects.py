@@ -46,6 +46,7 @@ from structspec.regex_parse import RegexError
 
 MAX_PATTERNS = 6
 MAX_ANY_ORDER = 6
+NO_WITNESS, WITNESSED, LAST_REPEATABLE = 0, 1, 2  # member automaton: where the required witness stands
 
 
 class ObjectHost(Protocol):
@@ -315,19 +316,24 @@ def _members(
     them; the count stays in ``[min_p, max_p]`` and, when ``needs_witness``, some entry or extra
     member is a witness (its witness form: ``entries[i][2]`` or ``witness``).
 
+    A member that may repeat (an extra one, or an untracked entry) can be followed by a
+    duplicate key, and a JSON parser keeps the last value: so once the witness is such a
+    member, no repeatable member may follow it (the witness is the last of them).
+
     States ``(d, c, e, w)``: ``d`` the entries done (in order: how many were passed; in any
     order: the bit set of tracked ones written), ``c`` entries and ``e`` extra members so far
-    (both saturating when no maximum needs them exact), ``w`` "witness seen"."""
+    (both saturating when no maximum needs them exact), ``w`` the witness: ``NO_WITNESS``
+    (still needed), ``WITNESSED``, or ``LAST_REPEATABLE`` (given by a repeatable member)."""
     cap = max_p if max_p is not None else max(min_p, 1)
     n = len(entries)
     needed_bits = sum(1 << j for j, (_, needed, _) in enumerate(entries) if needed)
     edges: dict[object, list[tuple[MaybeExpr, object]]] = {}
     accept: set[object] = set()
-    start = (0, 0, 0, not needs_witness)
+    start = (0, 0, 0, NO_WITNESS if needs_witness else WITNESSED)
     todo = [start]
     seen = {start}
 
-    def go(state: object, label: MaybeExpr, target: tuple[int, int, int, bool]) -> None:
+    def go(state: object, label: MaybeExpr, target: tuple[int, int, int, int]) -> None:
         if label is None:
             return
         edges.setdefault(state, []).append((label, target))
@@ -342,7 +348,7 @@ def _members(
         lead = sep if c + e else EMPTY
         room = max_p is None or c + e < max_p
         complete = d & needed_bits == needed_bits if tracked is not None else d == n
-        if complete and c + min(e, 1) >= min_p and w:
+        if complete and c + min(e, 1) >= min_p and w != NO_WITNESS:
             accept.add(state)
         if tracked is not None:
             steps = [(j, d | ((1 << j) & tracked)) for j in range(n) if not d >> j & 1]
@@ -352,13 +358,15 @@ def _members(
                 go(state, EMPTY, (d + 1, c, e, w))
         for j, after in steps:
             member, _, proof = entries[j]
-            if room:
+            repeatable = tracked is not None and not tracked >> j & 1
+            if room and not (repeatable and w == LAST_REPEATABLE):
                 go(state, seq(lead, member), (after, min(c + 1, cap), e, w))
-                if not w:
-                    go(state, seq(lead, proof), (after, min(c + 1, cap), e, True))
-        if room:
+                if w == NO_WITNESS:
+                    given = LAST_REPEATABLE if repeatable else WITNESSED
+                    go(state, seq(lead, proof), (after, min(c + 1, cap), e, given))
+        if room and w != LAST_REPEATABLE:
             grown = e + 1 if max_p is not None else 1
             go(state, seq(lead, extra), (d, c, grown, w))
-            if not w:
-                go(state, seq(lead, witness), (d, c, grown, True))
+            if w == NO_WITNESS:
+                go(state, seq(lead, witness), (d, c, grown, LAST_REPEATABLE))
     return emit_graph(edges, accept, start, builder, f"{name}-rest")
