@@ -14,11 +14,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from structspec.regex_charset import ANY, CharSet
 from structspec.regex_expr import Alt, Chars, Expr, Lit, MaybeExpr, Ref, Rep, Seq, alt, rep, seq
 from structspec.regex_parse import Anchor
 
 MAX_STATES = 4000
+VECTORIZED_MOORE_CELLS = 256  # states x character pieces from which minimisation refines with numpy
 
 
 class TooComplexError(ValueError):
@@ -282,17 +285,7 @@ def minimize(a: DFA) -> DFA:
                     row[i] = t
                     i += 1
         table.append(row)
-    block = [1 if acc else 0 for acc in a.accept]
-    while True:
-        signatures: dict[tuple[int, ...], int] = {}
-        new_block = []
-        for q in range(n):
-            sig = (block[q], *[block[t] if t >= 0 else -1 for t in table[q]])
-            new_block.append(signatures.setdefault(sig, len(signatures)))
-        if len(signatures) == len(set(block)):
-            block = new_block
-            break
-        block = new_block
+    block = _equivalence_blocks(table, a.accept)
     # renumber so the start state's block comes first
     remap: dict[int, int] = {block[0]: 0}
     for b in block:
@@ -312,6 +305,37 @@ def minimize(a: DFA) -> DFA:
             rows[b][tb] = rows[b][tb] | cs if tb in rows[b] else cs
     edges = tuple(tuple((cs, t) for t, cs in row.items()) for row in rows)
     return DFA(edges, tuple(accept))
+
+
+def _equivalence_blocks(table: list[list[int]], accept: tuple[bool, ...]) -> list[int]:
+    """Moore's refinement: states in one block accept the same strings. ``table[q][atom]`` is
+    the move (-1: none). Atoms that move every state alike are one column; large tables are
+    refined with numpy, a whole round at a time."""
+    if len(table) * len(table[0]) < VECTORIZED_MOORE_CELLS:
+        block = [1 if acc else 0 for acc in accept]
+        while True:
+            signatures: dict[tuple[int, ...], int] = {}
+            new_block = [
+                signatures.setdefault((block[q], *[block[t] if t >= 0 else -1 for t in row]), len(signatures))
+                for q, row in enumerate(table)
+            ]
+            if len(signatures) == len(set(block)):
+                return new_block
+            block = new_block
+    moves = np.unique(np.array(table, dtype=np.int64), axis=1)
+    blocks = np.array(accept, dtype=np.int64)
+    count = len(np.unique(blocks))
+    while True:
+        signatures = np.column_stack([blocks, np.where(moves >= 0, blocks[moves], -1)])
+        order = np.lexsort(signatures.T[::-1])
+        ordered = signatures[order]
+        starts = np.concatenate(([0], np.any(ordered[1:] != ordered[:-1], axis=1)))
+        blocks = np.empty_like(blocks)
+        blocks[order] = np.cumsum(starts)
+        new_count = int(starts.sum()) + 1
+        if new_count == count:
+            return blocks.tolist()
+        count = new_count
 
 
 def _atoms(a: DFA) -> list[CharSet]:

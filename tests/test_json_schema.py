@@ -5,7 +5,10 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import os
 import re
+import subprocess
+import sys
 import warnings
 from decimal import Decimal
 from fractions import Fraction
@@ -537,3 +540,17 @@ def test_negated_additional_properties_needs_a_last_failing_member(schema: dict)
         assert grammar.matches(text) and referee(schema).is_valid(json.loads(text)), text
     for text in ["{}", '{"b":1}', '{"a":"x","a":1}']:
         assert not grammar.matches(text) and not referee(schema).is_valid(json.loads(text)), text
+
+
+def test_conversion_output_does_not_depend_on_string_hashing() -> None:
+    """The printed grammar is reproducible: excluded strings are not emitted in set order."""
+    schema = {"type": "string", "not": {"enum": ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]}}
+    script = f"from structspec.jsonschema import schema_to_gbnf; print(schema_to_gbnf({schema!r}))"
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script], env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True, text=True, check=True,
+        ).stdout
+        for seed in range(4)
+    }
+    assert len(outputs) == 1

@@ -9,9 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from structspec import regex_automaton
 from structspec.grammar import Grammar
 from structspec.regex import RegexError, pattern_language, regex_to_gbnf
 from structspec.regex_automaton import (
+    DFA,
     accepts,
     complement,
     dfa_from_regex,
@@ -20,6 +22,7 @@ from structspec.regex_automaton import (
     difference,
     intersect,
     length_bounds,
+    minimize,
     union,
 )
 from structspec.regex_charset import ANY, CharSet
@@ -181,3 +184,35 @@ def test_trie_and_length_automata() -> None:
     assert accepts(other, "a") and not accepts(other, "abc")
     assert length_bounds(dfa_length(2, 5)) == (2, 5)
     assert length_bounds(dfa_length(3, None)) == (3, None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(PATTERNS), min_size=2, max_size=4),
+    st.sampled_from(["intersect", "union", "difference"]),
+)
+def test_vectorized_minimization_equals_the_scalar_one(patterns: list[str], operation: str) -> None:
+    """Minimisation refines large tables with numpy and small ones in Python: both must build
+    the same minimal automaton, state numbering included (converted grammars are reproducible)."""
+    dfas = [dfa_from_regex(parse_regex(p), search=True) for p in patterns]
+    combine = {"intersect": intersect, "union": union, "difference": difference}[operation]
+    joined = dfas[0]
+    for dfa in dfas[1:]:
+        joined = combine(joined, dfa)
+    # Two copies of the minimal automaton, each moving into the other: same language, twice the states.
+    n = len(joined.accept)
+    doubled = DFA(
+        tuple(tuple((cs, (t + n) % (2 * n) if q < n else t) for cs, t in joined.edges[q % n]) for q in range(2 * n)),
+        joined.accept * 2,
+    )
+    saved = regex_automaton.VECTORIZED_MOORE_CELLS
+    try:
+        regex_automaton.VECTORIZED_MOORE_CELLS = 0
+        vectorized = minimize(doubled)
+        regex_automaton.VECTORIZED_MOORE_CELLS = 10**9
+        scalar = minimize(doubled)
+    finally:
+        regex_automaton.VECTORIZED_MOORE_CELLS = saved
+    assert vectorized == scalar
+    assert len(vectorized.accept) == n
+    assert [w for w in SAMPLES if accepts(vectorized, w)] == [w for w in SAMPLES if accepts(joined, w)]

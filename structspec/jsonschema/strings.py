@@ -246,7 +246,7 @@ def string_automaton(spec: StringSpec, languages: list[PatternLanguage] | None =
         if have_low < low or (high is not None and (have_high is None or have_high > high)):
             dfa = intersect(dfa, dfa_length(low, high))
     if spec.excluded:
-        dfa = difference(dfa, dfa_from_strings(spec.excluded))
+        dfa = difference(dfa, dfa_from_strings(sorted(spec.excluded)))
     for pattern, _ in spec.negated:
         dfa = difference(dfa, pattern_language(pattern).dfa())
     for fmt, _ in spec.negated_formats:
