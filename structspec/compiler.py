@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -345,6 +346,23 @@ class _DFA:
         self.byte_pieces: list[list[tuple[int, int]]] = []  # (byte mask, target)
         self.sym_next: list[dict[str | TokenRef, int]] = []  # called rule name or token reference
         self.final: list[bool] = []
+        self._layout: _Layout | None = None
+
+    def layout(self) -> _Layout:
+        """The automaton as arrays, built once and cached with it, so that assembling a grammar
+        from cached rules costs array copies rather than a pass over every state."""
+        if self._layout is None:
+            byte_class, table = _class_table(self.byte_pieces)
+            calls = tuple((q, tuple(moves.items())) for q, moves in enumerate(self.sym_next) if moves)
+            self._layout = _Layout(byte_class, table, calls, np.array(self.final, dtype=bool))
+        return self._layout
+
+
+class _Layout(NamedTuple):
+    byte_class: np.ndarray  # byte -> local class
+    table: np.ndarray  # [state, local class] -> local target, -1 for none
+    calls: tuple[tuple[int, tuple[tuple[str | TokenRef, int], ...]], ...]  # states with symbol edges
+    final: np.ndarray
 
 
 def _determinize(nfa: _NFA, start: int, accept: int, rule: Rule) -> _DFA:
@@ -418,31 +436,39 @@ def _refine(pieces: list[tuple[int, set[int]]], mask: int, target: int) -> list[
 
 
 def _assemble(names: list[str], dfas: list[_DFA], root: str, token_refs: tuple[TokenRef, ...]) -> RuleSet:
-    offsets, total = [], 0
-    for dfa in dfas:
-        offsets.append(total)
-        total += len(dfa.final)
-    rule_start = tuple(offsets)
+    layouts = [dfa.layout() for dfa in dfas]
+    sizes = [len(layout.final) for layout in layouts]
+    offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int32)
+    total = int(sum(sizes))
+    rule_start = tuple(offsets.tolist())
     index = {name: i for i, name in enumerate(names)}
     token_index = {ref: i for i, ref in enumerate(token_refs)}
-    refs: list[tuple[tuple[int, int], ...]] = []
-    token_edges: list[tuple[tuple[int, int], ...]] = []
-    final: list[bool] = []
-    rule_of: list[int] = []
-    pieces: list[list[tuple[int, int]]] = []  # per state: (byte mask, target state)
-    for r, dfa in enumerate(dfas):
-        base = offsets[r]
-        for local in range(len(dfa.final)):
-            pieces.append([(mask, base + target) for mask, target in dfa.byte_pieces[local]])
-            syms = dfa.sym_next[local]
-            refs.append(tuple((rule_start[index[s]], base + t) for s, t in syms.items() if isinstance(s, str)))
-            token_edges.append(tuple((token_index[s], base + t) for s, t in syms.items() if isinstance(s, TokenRef)))
-            final.append(dfa.final[local])
-            rule_of.append(r)
-    byte_class, class_table = _class_table(pieces)
-    movable = tuple(bool(pieces[q]) or bool(token_edges[q]) for q in range(total))
-    sink = tuple(final[q] and not movable[q] and not refs[q] for q in range(total))
-    plain = tuple(bool(pieces[q]) and not final[q] and not refs[q] and not token_edges[q] for q in range(total))
+    # Global byte classes are the common refinement of the rules' own: one per distinct column of
+    # local class ids, numbered by their lowest byte.
+    local = np.stack([layout.byte_class for layout in layouts])
+    columns, lowest, byte_class = np.unique(local, axis=1, return_index=True, return_inverse=True)
+    order = np.argsort(lowest)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    byte_class = rank[byte_class.reshape(-1)].astype(np.int32)
+    columns = columns[:, order]
+    parts = []
+    for r, layout in enumerate(layouts):
+        moves = layout.table[:, columns[r]]
+        parts.append(np.where(moves >= 0, moves + offsets[r], -1))
+    class_table = np.concatenate(parts).astype(np.int32)
+    refs: list[tuple[tuple[int, int], ...]] = [()] * total
+    token_edges: list[tuple[tuple[int, int], ...]] = [()] * total
+    for r, layout in enumerate(layouts):
+        base = rule_start[r]
+        for q, moves in layout.calls:
+            refs[base + q] = tuple((rule_start[index[s]], base + t) for s, t in moves if isinstance(s, str))
+            token_edges[base + q] = tuple((token_index[s], base + t) for s, t in moves if isinstance(s, TokenRef))
+    final = np.concatenate([layout.final for layout in layouts])
+    has_bytes = (class_table >= 0).any(axis=1)
+    has_refs = np.array([bool(e) for e in refs], dtype=bool)
+    has_tokens = np.array([bool(e) for e in token_edges], dtype=bool)
+    movable = has_bytes | has_tokens
     return RuleSet(
         rule_names=tuple(names),
         rule_start=rule_start,
@@ -450,14 +476,14 @@ def _assemble(names: list[str], dfas: list[_DFA], root: str, token_refs: tuple[T
         byte_next=ByteMoves(byte_class, class_table),
         refs=tuple(refs),
         token_edges=tuple(token_edges),
-        final=tuple(final),
-        rule_of=tuple(rule_of),
+        final=tuple(final.tolist()),
+        rule_of=tuple(np.repeat(np.arange(len(sizes)), sizes).tolist()),
         token_refs=token_refs,
         byte_class=byte_class,
         class_table=class_table,
-        movable=movable,
-        sink=sink,
-        plain=plain,
+        movable=tuple(movable.tolist()),
+        sink=tuple((final & ~movable & ~has_refs).tolist()),
+        plain=tuple((has_bytes & ~final & ~has_refs & ~has_tokens).tolist()),
     )
 
 
