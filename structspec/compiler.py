@@ -353,6 +353,9 @@ class _DFA:
         from cached rules costs array copies rather than a pass over every state."""
         if self._layout is None:
             byte_class, table = _class_table(self.byte_pieces)
+            # Different masks can lead to the same states; bytes that move every state alike share a class.
+            table, same = np.unique(table, axis=1, return_inverse=True)
+            byte_class = same.reshape(-1)[byte_class]
             calls = tuple((q, tuple(moves.items())) for q, moves in enumerate(self.sym_next) if moves)
             self._layout = _Layout(byte_class, table, calls, np.array(self.final, dtype=bool))
         return self._layout

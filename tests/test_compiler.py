@@ -65,3 +65,16 @@ def test_byte_moves_match_the_class_table() -> None:
         dense = rules.class_table[q][rules.byte_class]
         assert rules.byte_next[q] == {b: int(t) for b, t in enumerate(dense) if t >= 0}
     assert np.all(rules.class_table < rules.n_states)
+
+
+@pytest.mark.parametrize("path", GRAMMARS, ids=lambda p: p.stem)
+def test_byte_classes_are_the_coarsest_partition(path: Path) -> None:
+    """Bytes in one class move every state alike, and any two classes are told apart by some
+    state (the classes are the common refinement of the rules' own, nothing coarser or finer)."""
+    rules = Grammar.from_gbnf(path.read_text(encoding="utf-8")).ruleset
+    table = rules.class_table
+    assert sorted(set(rules.byte_class.tolist())) == list(range(table.shape[1]))
+    distinct_columns = {tuple(table[:, c].tolist()) for c in range(table.shape[1])}
+    assert len(distinct_columns) == table.shape[1]
+    lowest = [int(np.flatnonzero(rules.byte_class == c)[0]) for c in range(table.shape[1])]
+    assert lowest == sorted(lowest)
