@@ -22,6 +22,7 @@ from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema.encoding import free_char, json_value_expr
 from structspec.jsonschema.expand import Expander
 from structspec.jsonschema.facets import Alternative, Facet, RefFacet, alternative_types, split
+from structspec.jsonschema.metaschema import metaschema_error
 from structspec.jsonschema.numeric import number_expr
 from structspec.jsonschema.objects import object_expr
 from structspec.jsonschema.resolve import Document, Loc
@@ -113,12 +114,8 @@ class Converter:
 
     def _check_metaschema(self) -> None:
         """Refuse a schema that its draft's metaschema rejects, naming where (in strict and
-        non-strict mode alike: a malformed keyword has no meaning to approximate). Repeated
-        entries (``uniqueItems`` of the metaschema, e.g. an ``enum`` listing a value twice) are
-        harmless and let through."""
-        meta = type(self._validator)(type(self._validator).META_SCHEMA)
-        errors = (e for e in meta.iter_errors(self._validator.schema) if e.validator != "uniqueItems")
-        error = jsonschema_lib.exceptions.best_match(errors)
+        non-strict mode alike: a malformed keyword has no meaning to approximate)."""
+        error = metaschema_error(self._validator)
         if error is not None:
             path = [str(part) for part in error.path]
             pointer = "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in path)
