@@ -286,7 +286,8 @@ def _key_language(
         if names is not None:
             dfa = intersect(dfa, names)
     if known:
-        dfa = intersect(dfa, complement(dfa_from_strings(known)))
+        others = complement(dfa_from_strings(known))
+        dfa = others if every and names is None else intersect(dfa, others)
     return dfa
 
 
