@@ -352,10 +352,7 @@ class _DFA:
         """The automaton as arrays, built once and cached with it, so that assembling a grammar
         from cached rules costs array copies rather than a pass over every state."""
         if self._layout is None:
-            byte_class, table = _class_table(self.byte_pieces)
-            # Different masks can lead to the same states; bytes that move every state alike share a class.
-            table, same = np.unique(table, axis=1, return_inverse=True)
-            byte_class = same.reshape(-1)[byte_class]
+            byte_class, table = _local_classes(self.byte_pieces)
             calls = tuple((q, tuple(moves.items())) for q, moves in enumerate(self.sym_next) if moves)
             self._layout = _Layout(byte_class, table, calls, np.array(self.final, dtype=bool))
         return self._layout
@@ -499,32 +496,27 @@ def _bits(mask: int) -> list[int]:
     return out
 
 
-def _class_table(pieces: list[list[tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes no transition distinguishes share a class; ``table[q, class]`` is the move.
-    ``pieces`` are each state's disjoint (byte mask, target) moves."""
-    mask_ids: dict[int, int] = {}
-    rows, ids, targets = [], [], []
+def _local_classes(pieces: list[list[tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes that move every state alike share a class; ``table[q, class]`` is the move (-1:
+    none). ``pieces`` are each state's disjoint (byte mask, target) moves. Plain Python: rules
+    are small, and numpy's per-call cost would dominate."""
+    masks = dict.fromkeys(mask for moves in pieces for mask, _ in moves)
+    parts = [(1 << 256) - 1]
+    for mask in masks:
+        parts = [part for whole in parts for part in (whole & mask, whole & ~mask) if part]
+    inside = {mask: [c for c, part in enumerate(parts) if part & mask] for mask in masks}
+    columns = [[-1] * len(pieces) for _ in parts]
     for q, moves in enumerate(pieces):
         for mask, target in moves:
-            rows.append(q)
-            ids.append(mask_ids.setdefault(mask, len(mask_ids)))
-            targets.append(target)
-    classes = [(1 << 256) - 1]
-    for mask in mask_ids:
-        refined = []
-        for cls in classes:
-            inside, outside = cls & mask, cls & ~mask
-            refined.extend(part for part in (inside, outside) if part)
-        classes = refined
-    classes.sort(key=lambda m: (m & -m).bit_length())
+            for c in inside[mask]:
+                columns[c][q] = target
+    # Different masks can lead to the same states: parts that move alike merge into one class.
+    classes: dict[tuple[int, ...], list[int]] = {}
+    for part, column in zip(parts, columns, strict=True):
+        classes.setdefault(tuple(column), []).append(part)
     byte_class = np.zeros(256, dtype=np.int32)
-    for c, cls in enumerate(classes):
-        byte_class[_bits(cls)] = c
-    # Every mask is a union of classes: member[m, c] says whether class c lies inside mask m.
-    member = np.array([[bool(mask & cls) for cls in classes] for mask in mask_ids], dtype=bool).reshape(
-        len(mask_ids), len(classes)
-    )
-    table = np.full((len(pieces), len(classes)), -1, dtype=np.int32)
-    piece, column = np.nonzero(member[np.array(ids, dtype=np.intp)])
-    table[np.array(rows, dtype=np.intp)[piece], column] = np.array(targets, dtype=np.int32)[piece]
-    return byte_class, table
+    for c, members in enumerate(classes.values()):
+        for part in members:
+            byte_class[_bits(part)] = c
+    table = np.array(list(classes), dtype=np.int32).reshape(len(classes), len(pieces)).T
+    return byte_class, np.ascontiguousarray(table)
