@@ -9,20 +9,25 @@ has no path.
 
 from __future__ import annotations
 
+import functools
+
 _LENGTH_LIMITS = ((0x7F, 1), (0x7FF, 2), (0xFFFF, 3), (0x10FFFF, 4))
 _SURROGATES = (0xD800, 0xDFFF)
 
 ByteRangeSeq = tuple[tuple[int, int], ...]
 
 
-def utf8_sequences(ranges: tuple[tuple[int, int], ...]) -> list[ByteRangeSeq]:
-    """Byte-range sequences matching exactly the UTF-8 encodings of the given code points."""
+@functools.lru_cache(maxsize=4096)
+def utf8_sequences(ranges: tuple[tuple[int, int], ...]) -> tuple[ByteRangeSeq, ...]:
+    """Byte-range sequences matching exactly the UTF-8 encodings of the given code points.
+
+    Cached: schema grammars spell the same few classes (string characters, digits) over and over."""
     out: list[ByteRangeSeq] = []
     for low, high in ranges:
         for lo, hi in _without_surrogates(low, high):
             for lo_len, hi_len in _split_by_length(lo, hi):
                 _split(lo_len, hi_len, out)
-    return out
+    return tuple(out)
 
 
 def _without_surrogates(low: int, high: int) -> list[tuple[int, int]]:
