@@ -139,15 +139,20 @@ def _brute_force_text(matcher: Matcher) -> torch.Tensor:
 
 
 def _assert_exact(matcher: Matcher, where: str, brute=_brute_force) -> torch.Tensor | None:
-    """The mask after checking it against brute force; None where both refuse the state as too
-    ambiguous (E110), which the engine may do only where trying tokens one by one does too."""
+    """The mask after checking it against brute force; None where the state is refused as too
+    ambiguous (E110). The engine may refuse only where trying tokens one by one does too; the
+    converse need not hold (its sweep shares work between stacks), and then there is nothing
+    to compare with."""
     try:
         mask = matcher.allowed_mask()
     except StackLimitError:
         with pytest.raises(StackLimitError):
             brute(matcher)
         return None
-    expected = brute(matcher)
+    try:
+        expected = brute(matcher)
+    except StackLimitError:
+        return None
     if not torch.equal(mask, expected):
         spelled = matcher.compiled.vocabulary.token_bytes
         wrongly_allowed = [(i, spelled[i]) for i in torch.nonzero(mask & ~expected).flatten().tolist()[:8]]
