@@ -34,7 +34,10 @@ def metaschema_error(validator: Any) -> ValidationError | None:
 @functools.cache
 def _meta_validator(cls: type) -> Any:
     if cls is jsonschema.Draft202012Validator:
-        return cls(_merged_2020_12())
+        try:
+            return cls(_merged_2020_12())
+        except ValueError:  # a jsonschema release whose metaschema no longer merges: the slow way
+            pass
     return cls(cls.META_SCHEMA)
 
 
