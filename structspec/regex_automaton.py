@@ -309,8 +309,8 @@ def minimize(a: DFA) -> DFA:
 
 def _equivalence_blocks(table: list[list[int]], accept: tuple[bool, ...]) -> list[int]:
     """Moore's refinement: states in one block accept the same strings. ``table[q][atom]`` is
-    the move (-1: none). Atoms that move every state alike are one column; large tables are
-    refined with numpy, a whole round at a time."""
+    the move (-1: none). Small tables are refined in Python; large ones with numpy, a whole
+    round at a time, after merging atoms that move every state alike into one column."""
     if len(table) * len(table[0]) < VECTORIZED_MOORE_CELLS:
         block = [1 if acc else 0 for acc in accept]
         while True:
