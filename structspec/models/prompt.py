@@ -18,6 +18,9 @@ PAD_TOKEN = "<|pad|>"
 SPECIAL_TOKENS = (PAD_TOKEN, END_TOKEN, SYSTEM_TOKEN, USER_TOKEN, ASSISTANT_TOKEN)
 """Special tokens of the demo tokenizer, in id order (``<|pad|>`` is id 0)."""
 
+TEXT_HEADING = "Text:\n"
+"""Starts the source text in the user turn; training finds the text after it."""
+
 DEFAULT_INSTRUCTIONS = "Extract the data from the text as JSON that follows the schema."
 
 CHAT_TEMPLATE = (
@@ -40,7 +43,7 @@ def extraction_messages(text: str, schema: dict[str, Any], instructions: str | N
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     if not isinstance(schema, dict):
         raise TypeError(f"schema must be a JSON object (dict), got {type(schema).__name__}")
-    content = f"{instructions or DEFAULT_INSTRUCTIONS}\nSchema: {compact_json(schema)}\nText:\n{text.strip()}"
+    content = f"{instructions or DEFAULT_INSTRUCTIONS}\nSchema: {compact_json(schema)}\n{TEXT_HEADING}{text.strip()}"
     return [{"role": "user", "content": content}]
 
 
