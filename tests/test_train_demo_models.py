@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -83,3 +84,24 @@ def test_copy_warmup_trains_a_model_and_reports_a_finite_loss():
     loss = tool.copy_warmup(model, optimizer, 3, VOCAB, "cpu", seed=0)
     assert torch.isfinite(torch.tensor(loss))
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_tool_trains_a_tokenizer_and_a_draft_end_to_end(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    corpus_tool = ROOT / "tools" / "make_extraction_corpus.py"
+    run = [sys.executable, str(corpus_tool), "--out", str(tmp_path / "corpus"), "--train", "200", "--heldout", "8"]
+    subprocess.run(run, check=True, capture_output=True)
+    assert tool.main(["tokenizer", "--corpus", str(tmp_path / "corpus"), "--out", str(tmp_path / "tok"),
+                      "--vocab-size", "600"]) == 0
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    word = tokenizer.tokenize("Müller")
+    assert tokenizer.tokenize(' Müller "Müller') == ["Ġ", *word, "Ġ", '"', *word]
+    args = ["model", "--size", "draft", "--corpus", str(tmp_path / "corpus"), "--tokenizer", str(tmp_path / "tok"),
+            "--out", str(tmp_path / "draft"), "--steps", "2", "--copy-warmup", "2", "--log-every", "1",
+            "--save-every", "2", "--batch", "2", "--threads", "1", "--device", "cpu"]
+    assert tool.main(args) == 0
+    card = (tmp_path / "draft" / "README.md").read_text()
+    assert "The copy warm-up took" in card and "| 2 |" in card
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "draft")
+    assert model.config.vocab_size == len(tokenizer) and model.dtype == torch.float16

@@ -246,7 +246,7 @@ def save(model: Any, tokenizer: Any, out: Path, card: str) -> None:
 
 
 def model_card(args: argparse.Namespace, params: int, curve: list[dict[str, float]], seconds: float,
-               tokens_per_s: float) -> str:
+               tokens_per_s: float, warmup_note: str) -> str:
     start_note = f"Initialised from an earlier run of this tool (`{args.init}`). " if args.init else ""
     rows = "\n".join(
         f"| {p['step']} | {p['loss']:.4f} | {p['val_loss']:.4f} | {p['val_copy_loss']:.4f} |" for p in curve
@@ -279,7 +279,7 @@ own, so a word has the same ids in the text as in the JSON answer.
 {args.warmup} warm-up steps), batch {args.batch}, sequences up to {args.max_len} tokens, loss on the answers
 and drilled spans only, device `{args.device}`, {args.threads} CPU threads.
 Time {seconds / 60:.1f} min, {tokens_per_s:.0f} tokens/s (all tokens). Held-out loss: on the held-out
-answers; copy loss: on copy drills over held-out prompts.
+answers; copy loss: on copy drills over held-out prompts.{warmup_note}
 
 | step | train loss | held-out loss | held-out copy loss |
 |---|---|---|---|
@@ -320,11 +320,14 @@ def train_model(args: argparse.Namespace) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
     for group in optimizer.param_groups:
         group["initial_lr"] = args.lr
+    warmup_note = ""
     if args.copy_warmup:
         started = time.time()
         last = copy_warmup(model, optimizer, args.copy_warmup, vocab, args.device, args.seed)
-        print(json.dumps({"copy_warmup_steps": args.copy_warmup, "loss": last,
-                          "elapsed_s": round(time.time() - started, 1)}), flush=True)
+        seconds = time.time() - started
+        warmup_note = f" The copy warm-up took {seconds / 60:.1f} min and ended at loss {last:.2f}."
+        print(json.dumps({"copy_warmup_steps": args.copy_warmup, "loss": last, "elapsed_s": round(seconds, 1)}),
+              flush=True)
     curve: list[dict[str, float]] = []
     start, tokens, window = time.time(), 0, []
     stream = batches(data, args.batch, rng)
@@ -354,7 +357,8 @@ def train_model(args: argparse.Namespace) -> None:
                 point["val_loss"] = validation_loss(model, heldout, pad_id, args.device)
                 point["val_copy_loss"] = validation_loss(model, copy_check, pad_id, args.device)
                 curve.append(point)
-                save(model, tokenizer, args.out, model_card(args, params, curve, elapsed, tokens / elapsed))
+                card = model_card(args, params, curve, elapsed, tokens / elapsed, warmup_note)
+                save(model, tokenizer, args.out, card)
             print(json.dumps(point), flush=True)
 
 
