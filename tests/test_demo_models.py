@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import subprocess
@@ -47,6 +48,13 @@ messages_strategy = st.lists(
     min_size=1,
     max_size=4,
 )
+
+
+@functools.cache
+def _demo_tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(DEFAULT_TARGET)
 
 
 TEMPLATE = jinja2.Environment().from_string(CHAT_TEMPLATE)
@@ -130,6 +138,15 @@ def test_bundled_tokenizer_loads_with_chat_template(folder):
     assert text == render_prompt(messages)
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     assert tokenizer.decode(ids) == text
+
+
+@pytest.mark.skipif(not (DEFAULT_TARGET / "tokenizer.json").is_file(), reason="demo tokenizer absent")
+@settings(max_examples=60, deadline=None)
+@given(st.text(st.characters(categories=["L", "N"]), min_size=1, max_size=12), st.sampled_from([" ", "\n", '"', ":"]))
+def test_bundled_tokenizer_spells_a_word_alike_wherever_it_stands(word, before):
+    """Copying a value from the text into the JSON is copying its token ids."""
+    tokenizer = _demo_tokenizer()
+    assert tokenizer.tokenize(before + word) == tokenizer.tokenize(before) + tokenizer.tokenize(word)
 
 
 def test_import_structspec_does_not_import_torch():

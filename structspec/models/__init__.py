@@ -1,6 +1,6 @@
 """The bundled demo models and a loader for any causal LM.
 
-``structspec/models/target`` (~4M parameters) and ``structspec/models/draft`` (~1M) are
+``structspec/models/target`` (4.3M parameters) and ``structspec/models/draft`` (1.4M) are
 Llama-architecture models the project trained on synthetic extraction tasks
 (``tools/train_demo_models.py``); they share one byte-level BPE tokenizer and the prompt format
 of :mod:`structspec.models.prompt`. They make ``structspec extract`` and speculative decoding work
