@@ -111,7 +111,8 @@ def card_section(report: dict[str, Any], command: str) -> str:
     lines = [
         CARD_SECTION, "",
         f"Held-out split ({report['examples']} examples: unseen layouts, labels and phrasings, and the unseen "
-        "job-post domain), greedy, grammar-constrained by each example's schema:", "",
+        "job-post domain), the target model decoding greedily, grammar-constrained by each example's schema; the "
+        "draft only drafts for it:", "",
         f"- schema-valid outputs: {report['schema_valid']:.1%}; of the outputs that finished before the token limit: "
         f"{report['schema_valid_finished']:.1%} (stop reasons: {report['stop_reasons']})",
         f"- fields exactly right: {report['fields_right']:.1%} (whole examples exact: {report['examples_exact']:.1%})",
