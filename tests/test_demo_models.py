@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import jinja2
 import jsonschema
 import pytest
+from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+sys.path.insert(0, str(REPO / "tools"))
+
+import make_extraction_corpus as corpus
 
 from structspec import Grammar
 from structspec.models import DEFAULT_DRAFT, DEFAULT_TARGET, load, resolve
@@ -27,19 +30,6 @@ from structspec.models.prompt import (
     render_prompt,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _corpus_module():
-    path = ROOT / "tools" / "make_extraction_corpus.py"
-    spec = importlib.util.spec_from_file_location("make_extraction_corpus", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-corpus = _corpus_module()
 HAS_WEIGHTS = (DEFAULT_TARGET / "model.safetensors").is_file() and (DEFAULT_DRAFT / "model.safetensors").is_file()
 needs_weights = pytest.mark.skipif(not HAS_WEIGHTS, reason="demo weights absent; run tools/train_demo_models.py")
 
@@ -151,7 +141,7 @@ def test_bundled_tokenizer_spells_a_word_alike_wherever_it_stands(word, before):
 
 def test_import_structspec_does_not_import_torch():
     code = "import sys, structspec, structspec.models.prompt; sys.exit('torch' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+    assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
 
 
 def test_resolve_aliases_and_bad_names(tmp_path):

@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))
 
+import train_demo_models as tool
 
-def _tool():
-    path = ROOT / "tools" / "train_demo_models.py"
-    spec = importlib.util.spec_from_file_location("train_demo_models", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-tool = _tool()
 END, MARKER = 1, [7, 8]
 VOCAB = range(5, 60)
 
@@ -89,7 +79,7 @@ def test_copy_warmup_trains_a_model_and_reports_a_finite_loss():
 def test_tool_trains_a_tokenizer_and_a_draft_end_to_end(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    corpus_tool = ROOT / "tools" / "make_extraction_corpus.py"
+    corpus_tool = REPO / "tools" / "make_extraction_corpus.py"
     run = [sys.executable, str(corpus_tool), "--out", str(tmp_path / "corpus"), "--train", "200", "--heldout", "8"]
     subprocess.run(run, check=True, capture_output=True)
     assert tool.main(["tokenizer", "--corpus", str(tmp_path / "corpus"), "--out", str(tmp_path / "tok"),
