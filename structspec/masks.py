@@ -27,6 +27,7 @@ from weakref import WeakKeyDictionary
 
 import numpy as np
 
+from structspec.completion import completion_cost, rule_completion_costs, spellable_bytes
 from structspec.errors import GrammarError
 from structspec.gbnf.ast import TokenRef
 from structspec.grammar import Grammar
@@ -75,6 +76,7 @@ class CompiledGrammar:
         self._lock = threading.Lock()
         self._state_cache_size = max(64, STATE_CACHE_BYTES // (4 * self.n_words))
         self._runner = StackRunner(self.rules, token_trie(vocabulary))
+        self._completion_costs: list[float] | None = None  # filled on first use (threads may race: same result)
 
     def matcher(self):
         """A fresh :class:`~structspec.matcher.Matcher` at the start of the grammar."""
@@ -127,6 +129,15 @@ class CompiledGrammar:
             hi.append(accepted_hi)
             if len(pending) and head.parent is not None:
                 self._accepted_below(head.parent, pending, lo, hi)
+
+    def tokens_to_finish(self, state: ParseState) -> float:
+        """An upper bound on the tokens ``state`` needs to become complete: its shortest
+        completion spelled one byte per token (``inf`` when this vocabulary cannot spell one)."""
+        costs = self._completion_costs
+        if costs is None:
+            spellable = spellable_bytes(self.vocabulary.byte_matrix, self.vocabulary.lengths)
+            costs = self._completion_costs = rule_completion_costs(self.rules, spellable)
+        return completion_cost(state, costs)
 
     def advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
         """The state after a non-end-of-sequence token: its bytes, or a token reference."""

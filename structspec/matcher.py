@@ -62,6 +62,13 @@ class Matcher:
         node = self._node
         return node.finished or (node.state.accepting and not node.state.heads)
 
+    def tokens_to_finish(self) -> float:
+        """An upper bound on the tokens still needed for a complete text (0 once it is
+        complete; ``inf`` if the vocabulary cannot spell a completion byte by byte)."""
+        if self._node.finished:
+            return 0.0
+        return self.compiled.tokens_to_finish(self._node.state)
+
     # -- masks -----------------------------------------------------------------------------
     def mask_words(self) -> np.ndarray:
         """Packed uint32 mask words of the allowed tokens (shared: do not modify)."""

@@ -115,7 +115,21 @@ def test_extract_out_of_tokens_exits_1(files: dict[str, Path], capsys: pytest.Ca
         ["extract", "--schema", str(files["schema"]), "--text", str(files["text"]), *model_args(), "--max-tokens", "3"],
         capsys,
     )
-    assert status == 1 and not out and "--max-tokens" in err
+    assert status == 1 and not out and "--max-tokens" in err and "up to 12 tokens" in err
+
+
+def test_extract_closes_a_long_answer_in_time(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    schema = {"type": "object", "properties": {"story": {"type": "string"}}, "required": ["story"],
+              "additionalProperties": False}
+    files["schema"].write_text(json.dumps(schema))
+    status, out, err = run(
+        ["extract", "--schema", str(files["schema"]), "--text", str(files["text"]), *model_args(), "--max-tokens", "12",
+         "--compact"],
+        capsys,
+    )
+    assert status == 0, err
+    assert set(json.loads(out)) == {"story"}
+    assert "closed early to fit in --max-tokens 12" in err
 
 
 def test_generate_streams_grammar_text(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:

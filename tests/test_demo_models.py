@@ -188,6 +188,11 @@ def test_constrained_greedy_output_is_schema_valid(text, schema):
     from structspec.generation import Generator
 
     model, tokenizer = load("demo")
-    result = Generator(model, tokenizer).generate(extraction_messages(text, schema), schema, max_new_tokens=160)
+    generator = Generator(model, tokenizer)
+    result = generator.generate(extraction_messages(text, schema), schema, max_new_tokens=160)
     assert result.stats.stop_reason in ("eos", "grammar")
     jsonschema.Draft202012Validator(schema).validate(json.loads(result.text))
+    shortest = int(generator.compile(schema)[1].matcher().tokens_to_finish())
+    cut = generator.generate(extraction_messages(text, schema), schema, max_new_tokens=shortest)
+    assert cut.stats.tokens <= shortest
+    jsonschema.Draft202012Validator(schema).validate(json.loads(cut.text))

@@ -5,6 +5,7 @@ Models are random tiny Llamas over real tokenizers, plus the real stories260K we
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from typing import Annotated, Literal
 import jsonschema
 import pytest
 from conftest import REPO, tokenizer_dir
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tiny_models import one_thread, stories_model, tiny_llama, tokenizer
 
@@ -138,6 +141,45 @@ def test_pydantic_errors_carry_detail() -> None:
         except InstanceValidationError as exc:
             failures.append(exc)
     assert failures and all(e.errors[0]["loc"] == ("n",) and "even" in str(e) for e in failures)
+
+
+LOOPING = {
+    "type": "object",
+    "properties": {"tags": {"type": "array", "items": {"type": "string"}}, "n": {"type": "integer"}},
+    "required": ["tags", "n"],
+    "additionalProperties": False,
+}
+
+
+@functools.cache
+def _loop_prone() -> Generator:
+    """Random weights over GPT-2's 50k ids: strings and arrays rarely close on their own."""
+    tok = tokenizer("gpt2")
+    return Generator(tiny_llama(len(tok), 11), tok, draft_model=tiny_llama(len(tok), 12))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**31), slack=st.integers(0, 40), temperature=st.sampled_from([0.0, 1.0, 3.0]),
+       speculative=st.booleans())
+def test_every_output_is_complete_when_max_new_tokens_holds_the_shortest(seed, slack, temperature, speculative):
+    gen = _loop_prone()
+    _, compiled = gen.compile(LOOPING)
+    budget = int(compiled.matcher().tokens_to_finish()) + slack
+    result = gen.generate("Tags: ", LOOPING, max_new_tokens=budget, temperature=temperature, seed=seed,
+                          speculative=SpecConfig() if speculative else None)
+    assert result.stats.tokens <= budget
+    jsonschema.validate(result.value, LOOPING)
+    assert json.loads(result.text) == result.value
+
+
+def test_budget_guard_cuts_a_run_that_would_go_on() -> None:
+    gen = _loop_prone()
+    free = gen.generate("Tags: ", LOOPING, max_new_tokens=300)
+    assert free.stats.tokens > 60
+    tight = gen.generate("Tags: ", LOOPING, max_new_tokens=60)
+    assert tight.stats.budget_cuts > 0 and tight.stats.stop_reason == "max_new_tokens"
+    jsonschema.validate(tight.value, LOOPING)
+    assert tight.token_ids[:40] == free.token_ids[:40]  # untouched until the budget runs short
 
 
 def test_stream_pieces_join_to_the_text_and_never_split_characters() -> None:

@@ -24,6 +24,7 @@ from tiny_models import one_thread, stories_model, tiny_llama, tokenizer
 from structspec import Grammar, Vocabulary
 from structspec import compile as compile_grammar
 from structspec.generation import Generator, SpecConfig
+from structspec.generation.budget import fits
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
 from structspec.generation.verify import verify
@@ -86,18 +87,26 @@ def test_greedy_speculative_is_token_identical(tokenizer_name: str, constraint, 
 SAMPLING_GRAMMAR = 'root ::= [ab] " ab" [ab]?'
 
 
-def _exact_distribution(model, prompt: list[int], compiled, sampling: Sampling) -> dict[tuple[int, ...], float]:
-    """Probability of every complete output of plain masked sampling, by walking the token tree."""
+def _exact_distribution(
+    model, prompt: list[int], compiled, sampling: Sampling, budget: int | None = None
+) -> dict[tuple[int, ...], float]:
+    """Probability of every complete output of plain masked sampling, by walking the token tree;
+    with a ``budget``, each step's distribution is restricted to the tokens after which the text
+    can still be completed in the tokens left (and renormalized)."""
     leaves: dict[tuple[int, ...], float] = {}
     stack = [((), compiled.matcher(), 1.0)]
     while stack:
         tokens, matcher, prob = stack.pop()
-        if matcher.is_finished():
+        if matcher.is_finished() or len(tokens) == budget:
             leaves[tokens] = leaves.get(tokens, 0.0) + prob
             continue
         with torch.no_grad():
             row = model(input_ids=torch.tensor([prompt + list(tokens)])).logits[0, -1].float()
         probs = sampling.probs(matcher.apply_mask(row))
+        if budget is not None:
+            for token in torch.nonzero(probs > 0).flatten().tolist():
+                probs[token] *= fits(matcher, token, budget - len(tokens) - 1)
+            probs /= probs.sum()
         for token in torch.nonzero(probs > 0).flatten().tolist():
             child = matcher.copy()
             assert child.accept_token(token)
@@ -149,6 +158,45 @@ def test_sampling_matches_plain_distribution(sources, temperature: float, top_k:
                               top_k=top_k, top_p=top_p, seed=seed, speculative=spec)
         counts[result.token_ids] = counts.get(result.token_ids, 0) + 1
     assert _chi_square_p(counts, expected, n) > 1e-3
+
+
+@pytest.mark.parametrize("sources", [None, ("forced", "ngram", "draft")], ids=["plain", "all"])
+def test_sampling_under_a_tight_budget_is_masked_sampling_conditioned_on_finishing(sources) -> None:
+    """Three tokens for ``[ab]+ "."``: the last must close, so the budget guard replaces the
+    tokens that would not; outputs follow the masked distribution restricted, step by step, to
+    the tokens that leave room to finish."""
+    grammar = 'root ::= [ab]+ "."'
+    tok = tokenizer("stories260K")
+    target = tiny_llama(len(tok), 7, scale=0.4)
+    gen = Generator(target, tok, draft_model=tiny_llama(len(tok), 8, scale=0.4))
+    prompt = "a ab b ab ba"
+    _, compiled = gen.compile(grammar)
+    sampling = Sampling(1.0)
+    expected = _exact_distribution(target, list(tok(prompt)["input_ids"]), compiled, sampling, budget=3)
+    assert all(tok.decode(list(tokens)).endswith(".") for tokens in expected)
+    spec = SpecConfig(sources=sources) if sources else None
+    n = 300
+    counts: dict[tuple[int, ...], int] = {}
+    for seed in range(n):
+        result = gen.generate(prompt, grammar, max_new_tokens=3, temperature=1.0, seed=seed, speculative=spec)
+        counts[result.token_ids] = counts.get(result.token_ids, 0) + 1
+    assert _chi_square_p(counts, expected, n) > 1e-3
+
+
+@pytest.mark.parametrize("combo", list(COMBOS))
+def test_greedy_speculative_is_token_identical_under_a_tight_budget(combo: str) -> None:
+    tok = tokenizer("gpt2")
+    target = tiny_llama(len(tok), 3)
+    gen = Generator(target, tok, draft_model=tiny_llama(len(tok), 103))
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items":
+              {"type": "string"}}}, "required": ["name", "tags"], "additionalProperties": False}
+    _, compiled = gen.compile(schema)
+    budget = int(compiled.matcher().tokens_to_finish()) + 4
+    plain = gen.generate(PROMPT, schema, max_new_tokens=budget)
+    assert plain.stats.budget_cuts > 0 and plain.stats.stop_reason == "max_new_tokens"
+    jsonschema.validate(plain.value, schema)
+    spec = gen.generate(PROMPT, schema, max_new_tokens=budget, speculative=SpecConfig(sources=COMBOS[combo]))
+    assert spec.token_ids == plain.token_ids
 
 
 def test_verify_one_step_is_exact_for_sampled_and_one_hot_drafts() -> None:

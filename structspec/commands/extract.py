@@ -72,12 +72,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         value = json.loads(result.text)
     except json.JSONDecodeError:
+        shortest = generator.compile(grammar)[1].matcher().tokens_to_finish()
         print(
             f"structspec: error: generation stopped after {args.max_tokens} tokens before the JSON was complete "
-            "(raise --max-tokens)",
+            f"(the shortest answer the schema allows may take up to {shortest:g} tokens: raise --max-tokens)",
             file=sys.stderr,
         )
         return 1
+    if result.stats.budget_cuts:
+        print(
+            f"structspec: warning: the answer was closed early to fit in --max-tokens {args.max_tokens} "
+            "(raise it for the model's full answer)",
+            file=sys.stderr,
+        )
     if model_class is not None:
         from structspec.pydantic_support import validate_instance
 

@@ -28,29 +28,30 @@ def decode(
 ) -> Iterator[list[int]]:
     """Yield the tokens committed each round until the grammar is finished (an end-of-sequence
     token or a complete text nothing may follow) or ``max_new_tokens`` are out; sets
-    ``stats.stop_reason``. ``matcher`` follows the committed tokens."""
+    ``stats.stop_reason``. ``matcher`` follows the committed tokens.
+
+    When ``max_new_tokens`` holds the constraint's shortest output (spelled one byte per
+    token), the budget guard (:mod:`structspec.generation.budget`) makes the text complete by
+    the time the tokens run out."""
     sequence = list(prompt)
     produced = 0
+    guarded = matcher.tokens_to_finish() <= max_new_tokens
     while produced < max_new_tokens and not matcher.is_finished():
         room = max_new_tokens - produced - 1  # the verified token always comes on top of the draft
         draft = chain.draft(sequence, matcher.copy(), min(room, max_draft), stats) if chain and room else Draft()
         with stats.timing("target"):
             logits = target.logits(sequence + draft.tokens, len(draft.tokens) + 1)
         stats.target_forwards += 1
-        accepted, token = verify(logits, draft.tokens, draft.qs, matcher, sampling, rng, stats)
+        left = max_new_tokens - produced if guarded else None
+        accepted, token = verify(logits, draft.tokens, draft.qs, matcher, sampling, rng, stats, left)
         if chain is not None:
             chain.record(draft, accepted, stats)
-        committed = draft.tokens[:accepted]
-        if token is not None:
-            with stats.timing("mask"):
-                if not matcher.accept_token(token):
-                    raise RuntimeError(f"the target chose token {token}, which the grammar forbids (mask bug)")
-            committed = [*committed, token]
+        committed = draft.tokens[:accepted] if token is None else [*draft.tokens[:accepted], token]
         sequence += committed
         produced += len(committed)
         stats.tokens = produced
         yield committed
-    if matcher.is_finished():
+    if matcher.is_finished() and not stats.budget_cuts:
         last = sequence[-1]
         stats.stop_reason = "eos" if last in matcher.compiled.vocabulary.eos_ids else "grammar"
     else:

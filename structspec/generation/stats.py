@@ -30,7 +30,11 @@ class Stats:
         seconds: time in grammar masks/advancing (``mask``), drafting (``draft``: draft
             model calls and n-gram lookup), the target model (``target``) and the rest
             (``other``); ``total`` is wall time.
-        stop_reason: ``"eos"``, ``"grammar"`` (complete, nothing may follow) or ``"max_new_tokens"``.
+        budget_cuts: tokens the budget guard chose in place of the model's choice, which would
+            have left too few tokens to complete the text (see ``structspec.generation.budget``).
+        stop_reason: ``"eos"``, ``"grammar"`` (complete, nothing may follow) or
+            ``"max_new_tokens"`` (the tokens ran out, or the budget guard cut the text short:
+            complete, but not what the model would have written with more room).
     """
 
     tokens: int = 0
@@ -38,6 +42,7 @@ class Stats:
     draft_forwards: int = 0
     sources: dict[str, SourceStats] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys((*TIME_KEYS, "total"), 0.0))
+    budget_cuts: int = 0
     stop_reason: str = ""
 
     @property
@@ -87,6 +92,7 @@ class Stats:
             "acceptance_rate": round(self.acceptance_rate, 3),
             "sources": {k: {"drafted": v.drafted, "accepted": v.accepted} for k, v in self.sources.items()},
             "seconds": {k: round(v, 6) for k, v in self.seconds.items()},
+            "budget_cuts": self.budget_cuts,
             "stop_reason": self.stop_reason,
         }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from structspec.generation.budget import replacement
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
 from structspec.matcher import Matcher
@@ -17,6 +18,7 @@ def verify(
     sampling: Sampling,
     rng: torch.Generator,
     stats: Stats,
+    left: int | None = None,
 ) -> tuple[int, int | None]:
     """Accept a prefix of ``draft`` and choose the token after it.
 
@@ -26,9 +28,28 @@ def verify(
     probability ``min(1, p/q)`` (``q`` one-hot when ``qs[i]`` is ``None``: a deterministic
     draft); the first failure is replaced by a sample of ``norm(max(0, p - q))``; if all pass,
     a bonus token is sampled from the last row. ``matcher`` ends advanced along the accepted
-    tokens (not the returned one). Returns ``(accepted, next_token)``; ``next_token`` is ``None``
+    tokens and the returned one. Returns ``(accepted, next_token)``; ``next_token`` is ``None``
     when an accepted draft token finished the grammar (nothing may follow it).
+
+    ``left``: the tokens this round may produce at most, with the budget guard of
+    :mod:`structspec.generation.budget` on; each position's token, drafted or sampled, is
+    then replaced when it would leave too little room to finish (``None``: no guard).
     """
+
+    def settle(token: int, row: torch.Tensor, i: int) -> int:
+        """Advance ``matcher`` by the token chosen for position ``i``, or by its replacement
+        when it leaves too little room to finish; returns the token taken."""
+        with stats.timing("mask"):
+            if not matcher.accept_token(token):
+                raise RuntimeError(f"the target chose token {token}, which the grammar forbids (mask bug)")
+            if left is None or matcher.tokens_to_finish() <= left - i - 1:
+                return token
+            matcher.rollback(1)
+            stats.budget_cuts += 1
+            token = replacement(row, token, matcher, left - i - 1, sampling, rng)
+            matcher.accept_token(token)
+            return token
+
     for i, token in enumerate(draft):
         row = logits[i]
         with stats.timing("mask"):
@@ -36,21 +57,22 @@ def verify(
         if sampling.greedy:
             best = int(row.argmax())
             if best != token:
-                return i, best
+                return i, settle(best, row, i)
         else:
             p = sampling.probs(row)
             q = qs[i]
             q_token = 1.0 if q is None else float(q[token])
             if float(torch.rand((), generator=rng)) * q_token >= float(p[token]):
-                return i, _resample(p, token, q, rng)
-        with stats.timing("mask"):
-            matcher.accept_token(token)
-            if matcher.is_finished():
-                return i + 1, None
+                return i, settle(_resample(p, token, q, rng), row, i)
+        taken = settle(token, row, i)
+        if taken != token:
+            return i, taken
+        if matcher.is_finished():
+            return i + 1, None
     row = logits[len(draft)]
     with stats.timing("mask"):
         matcher.apply_mask(row)
-    return len(draft), sampling.pick(row, rng)
+    return len(draft), settle(sampling.pick(row, rng), row, len(draft))
 
 
 def _resample(p: torch.Tensor, token: int, q: torch.Tensor | None, rng: torch.Generator) -> int:
