@@ -19,6 +19,8 @@ import json
 import jsonschema
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from tiny_models import one_thread, stories_model, tiny_llama, tokenizer
 
 from structspec import Grammar, Vocabulary
@@ -272,6 +274,25 @@ def test_adaptive_length_follows_acceptance() -> None:
     for _ in range(20):
         length.update(0, rejected=True)
     assert length.length() == 1
+
+
+@given(st.floats(0.05, 0.99), st.floats(0.01, 2.0), st.lists(st.floats(0.05, 1.0), max_size=6))
+def test_paid_drafts_stop_where_tokens_per_cost_peaks(acceptance: float, price: float, free: list[float]) -> None:
+    """After some free draft tokens, the paid source drafts the count that maximizes expected
+    committed tokens per verifying-forward cost."""
+    from structspec.generation.chain import _RoundValue
+
+    round_ = _RoundValue()
+    for a in free:
+        round_.add(1, a, 0.0)
+
+    def ratio(k: int) -> float:
+        trial = _RoundValue(round_.survival, round_.expected, round_.cost)
+        trial.add(k, acceptance, price)
+        return trial.expected / trial.cost
+
+    ratios = [ratio(k) for k in range(65)]
+    assert ratios[round_.worth(acceptance, price)] >= max(ratios) - 1e-12
 
 
 def test_sampling_order_is_temperature_top_k_top_p() -> None:

@@ -24,15 +24,24 @@ class Draft:
 class DraftChain:
     """Asks the sources in order, again and again, each extending the draft where the last
     stopped -- forced tokens after a copied value, a copied value after a key -- until the
-    round's budget is spent or no source adds anything. Sources go in order of their estimated
-    per-token acceptance (the likelier one drafts first, so the expected accepted length is
-    longest; forced tokens, free to draft, get a 0.2 head start). Forced tokens are taken whole; the n-gram and
-    model sources are capped by their :class:`AdaptiveLength` per round."""
+    round's budget is spent or no source adds anything.
+
+    Free sources (forced tokens, n-gram lookup) go first, then the draft model, each group in
+    order of estimated per-token acceptance. Forced tokens are taken whole; the n-gram and
+    model sources are capped by their :class:`AdaptiveLength` per round. A source that costs
+    time (the draft model: one forward per token) is also capped by what pays: a round yields
+    ``1 + sum of P(first j drafts accepted)`` tokens for one target forward plus the draft
+    forwards, and a paid token is drafted only while it raises that ratio -- while its chance
+    of being reached and accepted, over its cost in target forwards, beats the round's
+    tokens per cost so far. Costs are measured as the generation runs.
+    """
 
     def __init__(self, drafters: list, config: SpecConfig) -> None:
         self.drafters = drafters
         self.config = config
         self.lengths = {d.name: AdaptiveLength(config.max_per_source, config.min_chain_probability) for d in drafters}
+        self.target_seconds: float | None = None  # a verifying forward's moving average
+        self._rounds = 0
 
     def draft(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Draft:
         """A draft of at most ``limit`` tokens continuing ``context`` (``matcher`` is a copy of
@@ -40,18 +49,24 @@ class DraftChain:
         result = Draft()
         quota = {name: length.length() for name, length in self.lengths.items() if name != "forced"}
         ranked = sorted(self.drafters, key=self._rank)
+        round_ = _RoundValue()
         progress = True
         while progress and len(result.tokens) < limit and not matcher.is_finished():
             progress = False
             for drafter in ranked:
+                acceptance = self.lengths[drafter.name].acceptance
+                price = self._price(drafter)
                 room = limit - len(result.tokens)
                 if drafter.name in quota:
                     room = min(room, quota[drafter.name])
+                if price:
+                    room = min(room, round_.worth(acceptance, price))
                 if room <= 0 or matcher.is_finished():
                     continue
                 tokens, qs = drafter.propose(context + result.tokens, matcher, room, stats)
                 if drafter.name in quota:
                     quota[drafter.name] -= len(tokens)
+                round_.add(len(tokens), acceptance, price)
                 result.tokens += tokens
                 result.qs += qs
                 result.sources += [drafter.name] * len(tokens)
@@ -60,12 +75,26 @@ class DraftChain:
             stats.sources.setdefault(name, SourceStats()).drafted += 1
         return result
 
-    def _rank(self, drafter) -> float:
-        bonus = 0.2 if drafter.name == "forced" else 0.0  # free to draft: first unless clearly less accepted
-        return -(self.lengths[drafter.name].acceptance + bonus)
+    def _rank(self, drafter) -> tuple[bool, float]:
+        bonus = 0.2 if drafter.name == "forced" else 0.0  # taken whole: first unless clearly less accepted
+        return bool(drafter.seconds_per_token is None or drafter.seconds_per_token), -(
+            self.lengths[drafter.name].acceptance + bonus)
 
-    def record(self, draft: Draft, accepted: int, stats: Stats) -> None:
-        """Credit accepted tokens to their sources and update the adaptive lengths."""
+    def _price(self, drafter) -> float:
+        """A drafted token's cost in verifying forwards (0 until both are measured)."""
+        seconds = drafter.seconds_per_token
+        if not seconds or not self.target_seconds:
+            return 0.0
+        return seconds / self.target_seconds
+
+    def record(self, draft: Draft, accepted: int, stats: Stats, target_seconds: float) -> None:
+        """Credit accepted tokens to their sources, update the adaptive lengths, and the
+        verifying forward's cost (``target_seconds``; the first, which encodes the prompt, is
+        left out)."""
+        self._rounds += 1
+        if self._rounds > 1:
+            last = self.target_seconds
+            self.target_seconds = target_seconds if last is None else 0.8 * last + 0.2 * target_seconds
         for name in draft.sources[:accepted]:
             stats.sources[name].accepted += 1
         spans: dict[str, list[int]] = {}
@@ -76,3 +105,28 @@ class DraftChain:
             spans[name] = [passed + (i < accepted), failed + (i == accepted)]
         for name, (passed, failed) in spans.items():
             self.lengths[name].update(passed, bool(failed))
+
+
+@dataclass
+class _RoundValue:
+    """A round's expected committed tokens and its cost in verifying forwards, as drafted so far."""
+
+    survival: float = 1.0  # chance that every draft token so far is accepted
+    expected: float = 1.0  # the verified token, plus each draft token's chance of being kept
+    cost: float = 1.0  # the verifying forward, plus paid draft tokens
+
+    def add(self, count: int, acceptance: float, price: float) -> None:
+        for _ in range(count):
+            self.survival *= acceptance
+            self.expected += self.survival
+            self.cost += price
+
+    def worth(self, acceptance: float, price: float) -> int:
+        """How many tokens at ``price`` each raise expected tokens per cost, drafted next."""
+        survival, expected, cost, count = self.survival, self.expected, self.cost, 0
+        while count < 64:
+            gain = survival * acceptance
+            if gain * cost <= expected * price:
+                break
+            survival, expected, cost, count = gain, expected + gain, cost + price, count + 1
+        return count

@@ -3,6 +3,8 @@ along it; each keeps the matcher in step with what it adds and stops where the g
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from structspec.generation.cache import CachedModel
@@ -16,6 +18,7 @@ class ForcedDrafter:
     starts with (keys, punctuation, enum tails)."""
 
     name = "forced"
+    seconds_per_token = 0.0  # free: no model call
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> tuple[list[int], list]:
         with stats.timing("mask"):
@@ -33,6 +36,7 @@ class NgramDrafter:
     JSON quote than after a space."""
 
     name = "ngram"
+    seconds_per_token = 0.0  # a lookup, negligible beside a model forward
 
     def __init__(self, max_bytes: int, min_bytes: int, candidates: int = 4, span_bytes: int = 64) -> None:
         self.max_bytes = max_bytes
@@ -108,13 +112,17 @@ class ModelDrafter:
         self.runner = runner
         self.sampling = sampling
         self.rng = rng
+        self.seconds_per_token: float | None = None  # a forward's moving average, from the second on
+        self._forwards = 0
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> tuple[list[int], list]:
         tokens: list[int] = []
         qs: list[torch.Tensor | None] = []
         while len(tokens) < limit and not matcher.is_finished():
+            start = time.perf_counter()
             with stats.timing("draft"):
                 row = self.runner.logits(context + tokens, 1)[0]
+            self._measured(time.perf_counter() - start)
             stats.draft_forwards += 1
             with stats.timing("mask"):
                 matcher.apply_mask(row)
@@ -130,3 +138,9 @@ class ModelDrafter:
             tokens.append(token)
             qs.append(q)
         return tokens, qs
+
+    def _measured(self, seconds: float) -> None:
+        self._forwards += 1
+        if self._forwards > 1:  # the first forward encodes the prompt
+            last = self.seconds_per_token
+            self.seconds_per_token = seconds if last is None else 0.8 * last + 0.2 * seconds
