@@ -96,11 +96,12 @@ class Matcher:
 
     def apply_mask(self, logits: torch.Tensor) -> torch.Tensor:
         """Set forbidden tokens' logits to -inf in place (any device, dtype, trailing dim >= vocab)."""
-        allowed = self.allowed_mask()
         width = logits.shape[-1]
-        forbidden = torch.ones(width, dtype=torch.bool)
-        forbidden[: min(width, allowed.shape[0])] = ~allowed[:width]
-        logits.masked_fill_(forbidden.to(logits.device, non_blocking=True), float("-inf"))
+        size = min(width, self.compiled.vocabulary.size)
+        forbidden = np.ones(width, dtype=np.bool_)  # ids past the vocabulary (padded logits) too
+        allowed = np.unpackbits(self.mask_words().view(np.uint8), count=size, bitorder="little")
+        np.equal(allowed, 0, out=forbidden[:size])
+        logits.masked_fill_(torch.from_numpy(forbidden).to(logits.device, non_blocking=True), float("-inf"))
         return logits
 
     # -- advancing -------------------------------------------------------------------------

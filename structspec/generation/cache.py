@@ -37,7 +37,7 @@ class CachedModel:
         to the CPU because masks, sampling and the seeded generator live there."""
         if not 1 <= n_out <= len(sequence):
             raise ValueError(f"n_out must lie in [1, {len(sequence)}], got {n_out}")
-        keep = _common_prefix(self.tokens, sequence, len(sequence) - n_out)
+        keep = common_prefix(self.tokens, sequence, len(sequence) - n_out)
         if keep < len(self.tokens):
             self.cache.crop(keep - len(self.tokens))
             del self.tokens[keep:]
@@ -61,8 +61,11 @@ class CachedModel:
         return logits
 
 
-def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
+def common_prefix(a: list[int], b: list[int], limit: int) -> int:
+    """How many leading items ``a`` and ``b`` share, at most ``limit``."""
     n = min(len(a), len(b), limit)
+    if a[:n] == b[:n]:  # the usual case, compared in C
+        return n
     i = 0
     while i < n and a[i] == b[i]:
         i += 1

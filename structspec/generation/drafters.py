@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from structspec.generation.cache import CachedModel
+from structspec.generation.cache import CachedModel, common_prefix
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
 from structspec.matcher import Matcher
@@ -65,10 +65,7 @@ class NgramDrafter:
     def _bytes(self, context: list[int], token_bytes) -> bytes:
         """The context's text, reusing the part shared with the previous call."""
         ids, text = self._ids, self._text
-        keep = 0
-        limit = min(len(ids), len(context))
-        while keep < limit and ids[keep] == context[keep]:
-            keep += 1
+        keep = common_prefix(ids, context, len(context))
         del ids[keep:], text[keep:]
         for token_id in context[keep:]:
             ids.append(token_id)
