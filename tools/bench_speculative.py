@@ -6,8 +6,9 @@
 
 Each prompt holds a source text and asks for JSON following a schema (a handful are inline; in the
 bundled demo models' chat format when the tokenizer has a chat template).
-Every method decodes every prompt greedily ``--repeats`` times; reported per method are the
-medians over runs of tokens per target forward and tokens per second, the share of outputs
+Every method decodes every prompt greedily ``--repeats`` times, interleaved (each cycle runs every
+method on every prompt); reported per method are the medians over runs of tokens per target
+forward and tokens per second, the paired speed-up over structspec plain, the share of outputs
 that validate, and for structspec the share of wall time outside the models (grammar masks,
 n-gram lookup and bookkeeping).
 
@@ -161,39 +162,60 @@ def valid(text: str, schema: dict) -> bool:
     return True
 
 
-def measure(name: str, run: Callable[[Any, dict], dict], tokenizer: Any, repeats: int, constrained: bool) -> dict:
-    """Medians over every prompt x repeat."""
-    rates, per_forward, oks, overhead, acceptance = [], [], [], [], []
-    for text, schema in WORKLOAD:
-        prompt = prompt_of(text, schema, tokenizer)
-        run(prompt, schema)  # warm-up: compilation, caches
-        for _ in range(repeats):
-            r = run(prompt, schema)
-            rates.append(r["tokens"] / r["seconds"])
-            per_forward.append(r["tokens"] / max(r["forwards"], 1))
-            oks.append(valid(r["text"], schema))
-            if "overhead" in r:
-                overhead.append(r["overhead"])
-                acceptance.append(r["acceptance"])
-    row = {
+def measure(methods: list[tuple[str, Callable[[Any, dict], dict], bool]], tokenizer: Any,
+            repeats: int) -> list[dict]:
+    """Every method on every prompt, interleaved: each repeat runs the prompts in turn and each
+    prompt every method in turn, so a drift in machine speed touches all methods alike. Medians
+    over prompts x repeats; ``x plain`` is the median of each run's tokens/s over structspec
+    plain's on the same prompt in the same cycle (paired, so cycle-to-cycle noise cancels)."""
+    prompts = [(prompt_of(text, schema, tokenizer), schema) for text, schema in WORKLOAD]
+    live = []
+    for name, run, constrained in methods:
+        try:
+            for prompt, schema in prompts:
+                run(prompt, schema)  # warm-up: compilation, caches
+        except Exception as exc:  # a peer failing at run time is reported, not fatal
+            print(f"skip {name}: {type(exc).__name__}: {str(exc)[:160]}")
+            continue
+        live.append((name, run, constrained))
+    samples: dict[str, list[dict]] = {name: [] for name, _, _ in live}
+    for _ in range(repeats):
+        for prompt, schema in prompts:
+            for name, run, _ in live:
+                result = run(prompt, schema)
+                result["ok"] = valid(result["text"], schema)
+                samples[name].append(result)
+    baseline = samples.get("structspec plain")
+    rows = [_row(name, samples[name], constrained, baseline) for name, _, constrained in live]
+    for row in rows:
+        print(_format(row), flush=True)
+    return rows
+
+
+def _row(name: str, runs: list[dict], constrained: bool, baseline: list[dict] | None) -> dict:
+    rates = [r["tokens"] / r["seconds"] for r in runs]
+    paired = [rate / (b["tokens"] / b["seconds"]) for rate, b in zip(rates, baseline, strict=True)] if baseline else []
+    ours = [r for r in runs if "overhead" in r]
+    return {
         "method": name,
-        "tokens_per_forward": statistics.median(per_forward),
+        "tokens_per_forward": statistics.median(r["tokens"] / max(r["forwards"], 1) for r in runs),
         "tokens_per_s": statistics.median(rates),
-        "valid": sum(oks) / len(oks) if constrained else None,
-        "outside_models": statistics.median(overhead) if overhead else None,
-        "acceptance": statistics.median(acceptance) if acceptance else None,
+        "x_plain": statistics.median(paired) if paired else None,
+        "valid": sum(r["ok"] for r in runs) / len(runs) if constrained else None,
+        "outside_models": statistics.median(r["overhead"] for r in ours) if ours else None,
+        "acceptance": statistics.median(r["acceptance"] for r in ours) if ours else None,
     }
-    print(_format(row), flush=True)
-    return row
 
 
 def _format(row: dict) -> str:
     extra = ""
+    if row["x_plain"] is not None:
+        extra += f"  {row['x_plain']:5.2f}x plain"
     if row["valid"] is not None:
         extra += f"  valid {row['valid']:.0%}"
     if row["outside_models"] is not None:
         extra += f"  outside-models {row['outside_models']:.1%}  acceptance {row['acceptance']:.2f}"
-    return f"{row['method']:<34} {row['tokens_per_forward']:6.2f} tok/fwd {row['tokens_per_s']:8.1f} tok/s{extra}"
+    return f"{row['method']:<36} {row['tokens_per_forward']:6.2f} tok/fwd {row['tokens_per_s']:8.1f} tok/s{extra}"
 
 
 # -- peers -----------------------------------------------------------------------------------
@@ -309,12 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         wanted = [w.strip() for w in args.only.split(",") if w.strip()]
         methods = [m for m in methods if any(w in m[0] for w in wanted)]
-    rows = []
-    for name, run, constrained in methods:
-        try:
-            rows.append(measure(name, run, tokenizer, args.repeats, constrained))
-        except Exception as exc:  # a peer failing at run time is reported, not fatal
-            print(f"skip {name}: {type(exc).__name__}: {str(exc)[:160]}")
+    rows = measure(methods, tokenizer, args.repeats)
     if args.json:
         Path(args.json).write_text(json.dumps({"model": model_path, "rows": rows}, indent=2))
     return 0

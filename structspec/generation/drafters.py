@@ -109,17 +109,16 @@ class ModelDrafter:
         self.runner = runner
         self.sampling = sampling
         self.rng = rng
-        self.seconds_per_token: float | None = None  # a forward's moving average, from the second on
-        self._forwards = 0
+        self.seconds_per_token: float | None = None  # moving average per drafted token, from the second call on
+        self._calls = 0
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> tuple[list[int], list]:
+        start = time.perf_counter()
         tokens: list[int] = []
         qs: list[torch.Tensor | None] = []
         while len(tokens) < limit and not matcher.is_finished():
-            start = time.perf_counter()
             with stats.timing("draft"):
                 row = self.runner.logits(context + tokens, 1)[0]
-            self._measured(time.perf_counter() - start)
             stats.draft_forwards += 1
             with stats.timing("mask"):
                 matcher.apply_mask(row)
@@ -134,10 +133,12 @@ class ModelDrafter:
                     break
             tokens.append(token)
             qs.append(q)
+        if tokens:
+            self._measured((time.perf_counter() - start) / len(tokens))
         return tokens, qs
 
     def _measured(self, seconds: float) -> None:
-        self._forwards += 1
-        if self._forwards > 1:  # the first forward encodes the prompt
+        self._calls += 1
+        if self._calls > 1:  # the first call encodes the prompt
             last = self.seconds_per_token
             self.seconds_per_token = seconds if last is None else 0.8 * last + 0.2 * seconds
