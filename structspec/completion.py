@@ -38,13 +38,13 @@ def rule_completion_costs(rules: RuleSet, spellable: np.ndarray) -> list[float]:
     classes = np.unique(rules.byte_class[spellable])
     table = rules.class_table[:, classes]
     src, col = np.nonzero(table >= 0)
-    edges = [np.stack([table[src, col].astype(np.int64), src.astype(np.int64)], axis=1)]
-    token_pairs = [(target, q) for q, moves in enumerate(rules.token_edges) for _, target in moves]
-    if token_pairs:
-        edges.append(np.array(token_pairs, dtype=np.int64))
-    pairs = np.unique(np.concatenate(edges), axis=0)  # (successor, predecessor), sorted by successor
-    bounds = np.searchsorted(pairs[:, 0], np.arange(n + 1)).tolist()
-    predecessors = pairs[:, 1].tolist()
+    keys = [table[src, col].astype(np.int64) * n + src]  # successor * n + predecessor
+    token_keys = [target * n + q for q, moves in enumerate(rules.token_edges) for _, target in moves]
+    if token_keys:
+        keys.append(np.array(token_keys, dtype=np.int64))
+    edges = np.unique(np.concatenate(keys))  # sorted by successor, duplicates gone
+    bounds = np.searchsorted(edges // n, np.arange(n + 1)).tolist()
+    predecessors = (edges % n).tolist()
 
     by_start: dict[int, list[tuple[int, int]]] = {}
     by_return: dict[int, list[tuple[int, int]]] = {}
