@@ -181,8 +181,14 @@ def measure(methods: list[tuple[str, Callable[[Any, dict], dict], bool]], tokeni
     samples: dict[str, list[dict]] = {name: [] for name, _, _ in live}
     for _ in range(repeats):
         for prompt, schema in prompts:
-            for name, run, _ in live:
-                result = run(prompt, schema)
+            for method in list(live):
+                name, run, _ = method
+                try:
+                    result = run(prompt, schema)
+                except Exception as exc:
+                    print(f"skip {name}: {type(exc).__name__}: {str(exc)[:160]}")
+                    live.remove(method)
+                    continue
                 result["ok"] = valid(result["text"], schema)
                 samples[name].append(result)
     baseline = samples.get("structspec plain")

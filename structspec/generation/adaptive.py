@@ -1,4 +1,4 @@
-"""Per-source draft length from the observed acceptance."""
+"""Per-source draft length from the observed acceptance, and measured call costs."""
 
 from __future__ import annotations
 
@@ -33,3 +33,19 @@ class AdaptiveLength:
         """Record a verified span: ``accepted`` tokens passed, then one failed if ``rejected``."""
         self.accepted = self.accepted * self.decay + accepted
         self.rejected = self.rejected * self.decay + (1.0 if rejected else 0.0)
+
+
+class CallTime:
+    """Moving average of a call's seconds; the first call, which encodes the prompt, is left out."""
+
+    def __init__(self, weight: float = 0.2) -> None:
+        self.weight = weight
+        self.seconds: float | None = None
+        self._calls = 0
+
+    def add(self, seconds: float) -> None:
+        self._calls += 1
+        if self._calls == 1:
+            return
+        last = self.seconds
+        self.seconds = seconds if last is None else (1 - self.weight) * last + self.weight * seconds

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from structspec.generation.adaptive import AdaptiveLength
+from structspec.generation.adaptive import AdaptiveLength, CallTime
 from structspec.generation.config import SpecConfig
 from structspec.generation.stats import SourceStats, Stats
 from structspec.matcher import Matcher
@@ -40,8 +40,7 @@ class DraftChain:
         self.drafters = drafters
         self.config = config
         self.lengths = {d.name: AdaptiveLength(config.max_per_source, config.min_chain_probability) for d in drafters}
-        self.target_seconds: float | None = None  # a verifying forward's moving average
-        self._rounds = 0
+        self.target_time = CallTime()  # a verifying forward
 
     def draft(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Draft:
         """A draft of at most ``limit`` tokens continuing ``context`` (``matcher`` is a copy of
@@ -77,24 +76,18 @@ class DraftChain:
 
     def _rank(self, drafter) -> tuple[bool, float]:
         bonus = 0.2 if drafter.name == "forced" else 0.0  # taken whole: first unless clearly less accepted
-        return bool(drafter.seconds_per_token is None or drafter.seconds_per_token), -(
-            self.lengths[drafter.name].acceptance + bonus)
+        return not drafter.free, -(self.lengths[drafter.name].acceptance + bonus)
 
     def _price(self, drafter) -> float:
-        """A drafted token's cost in verifying forwards (0 until both are measured)."""
-        seconds = drafter.seconds_per_token
-        if not seconds or not self.target_seconds:
+        """A drafted token's cost in verifying forwards (0 for free sources and until measured)."""
+        if drafter.free or not drafter.time_per_token.seconds or not self.target_time.seconds:
             return 0.0
-        return seconds / self.target_seconds
+        return drafter.time_per_token.seconds / self.target_time.seconds
 
     def record(self, draft: Draft, accepted: int, stats: Stats, target_seconds: float) -> None:
         """Credit accepted tokens to their sources, update the adaptive lengths, and the
-        verifying forward's cost (``target_seconds``; the first, which encodes the prompt, is
-        left out)."""
-        self._rounds += 1
-        if self._rounds > 1:
-            last = self.target_seconds
-            self.target_seconds = target_seconds if last is None else 0.8 * last + 0.2 * target_seconds
+        verifying forward's measured cost (``target_seconds``)."""
+        self.target_time.add(target_seconds)
         for name in draft.sources[:accepted]:
             stats.sources[name].accepted += 1
         spans: dict[str, list[int]] = {}

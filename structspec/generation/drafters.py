@@ -7,6 +7,7 @@ import time
 
 import torch
 
+from structspec.generation.adaptive import CallTime
 from structspec.generation.cache import CachedModel, common_prefix
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
@@ -18,7 +19,7 @@ class ForcedDrafter:
     starts with (keys, punctuation, enum tails)."""
 
     name = "forced"
-    seconds_per_token = 0.0  # free: no model call
+    free = True  # no model call
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> tuple[list[int], list]:
         with stats.timing("mask"):
@@ -36,7 +37,7 @@ class NgramDrafter:
     JSON quote than after a space."""
 
     name = "ngram"
-    seconds_per_token = 0.0  # a lookup, negligible beside a model forward
+    free = True  # a lookup, negligible beside a model forward
 
     def __init__(self, max_bytes: int, min_bytes: int, candidates: int = 4, span_bytes: int = 64) -> None:
         self.max_bytes = max_bytes
@@ -104,13 +105,13 @@ class ModelDrafter:
     as the target; its matcher is the chain's copy of the target's, so no state is saved."""
 
     name = "draft"
+    free = False  # a draft forward per token
 
     def __init__(self, runner: CachedModel, sampling: Sampling, rng: torch.Generator) -> None:
         self.runner = runner
         self.sampling = sampling
         self.rng = rng
-        self.seconds_per_token: float | None = None  # moving average per drafted token, from the second call on
-        self._calls = 0
+        self.time_per_token = CallTime()
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> tuple[list[int], list]:
         start = time.perf_counter()
@@ -134,11 +135,5 @@ class ModelDrafter:
             tokens.append(token)
             qs.append(q)
         if tokens:
-            self._measured((time.perf_counter() - start) / len(tokens))
+            self.time_per_token.add((time.perf_counter() - start) / len(tokens))
         return tokens, qs
-
-    def _measured(self, seconds: float) -> None:
-        self._calls += 1
-        if self._calls > 1:  # the first call encodes the prompt
-            last = self.seconds_per_token
-            self.seconds_per_token = seconds if last is None else 0.8 * last + 0.2 * seconds

@@ -3,7 +3,6 @@ target forward over the pending token plus the draft, verify, commit."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import torch
@@ -40,15 +39,14 @@ def decode(
     while produced < max_new_tokens and not matcher.is_finished():
         room = max_new_tokens - produced - 1  # the verified token always comes on top of the draft
         draft = chain.draft(sequence, matcher.copy(), min(room, max_draft), stats) if chain and room else Draft()
-        start = time.perf_counter()
+        before = stats.seconds["target"]
         with stats.timing("target"):
             logits = target.logits(sequence + draft.tokens, len(draft.tokens) + 1)
-        forward_seconds = time.perf_counter() - start
         stats.target_forwards += 1
         left = max_new_tokens - produced if guarded else None
         accepted, token = verify(logits, draft.tokens, draft.qs, matcher, sampling, rng, stats, left)
         if chain is not None:
-            chain.record(draft, accepted, stats, forward_seconds)
+            chain.record(draft, accepted, stats, stats.seconds["target"] - before)
         committed = draft.tokens[:accepted] if token is None else [*draft.tokens[:accepted], token]
         sequence += committed
         produced += len(committed)
