@@ -115,6 +115,34 @@ def test_masks_agree_with_accepted_tokens(peer: Peer) -> None:
         assert matcher.is_accepting() and matcher.mask_allows(eos)
 
 
+def test_logits_processor_follows_the_peer_through_generation(peer: Peer) -> None:
+    import torch
+    from peers.hf_processor import peer_processor_factory
+
+    schema, _ = SCHEMAS[0]
+    compile_or_skip(peer, schema)
+    processor = peer_processor_factory(peer)(schema)
+    torch.manual_seed(0)
+    prompt = [11, 12, 13]  # never fed to the peer
+    ids = list(prompt)
+    eos = peer.tokenizer.eos_token_id
+    for _ in range(40):
+        scores = torch.randn(1, peer.vocab_size)
+        masked = processor(torch.tensor([ids]), scores.clone())
+        allowed = torch.isfinite(masked[0])
+        assert torch.equal(masked[0][allowed], scores[0][allowed])
+        token = int(masked[0].argmax())
+        assert allowed[token]
+        if token == eos:
+            break
+        ids.append(token)
+    generated = ids[len(prompt) :]
+    matcher = peer.compile_json_schema(schema).matcher()
+    assert all(matcher.accept_token(t) for t in generated)
+    with pytest.raises(ValueError, match="one sequence"):
+        processor(torch.tensor([ids, ids]), torch.zeros(2, peer.vocab_size))
+
+
 def test_gbnf_verdicts_agree_with_regex(peer: Peer) -> None:
     if peer.name not in GBNF_PEERS:
         with pytest.raises(PeerCompileError):

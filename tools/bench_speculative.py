@@ -15,8 +15,10 @@ n-gram lookup and bookkeeping).
 Methods: unconstrained greedy ``model.generate``; structspec plain constrained decoding and
 speculative with each draft source alone and all together; transformers' assisted generation
 (``assistant_model=``) and prompt lookup (unconstrained); peers' constrained decoding through
-``model.generate`` with their logits processors (xgrammar, transformers-cfg, lm-format-enforcer,
-outlines) where installed -- a peer that is missing or fails is skipped with the reason printed.
+``model.generate`` where installed: xgrammar with its own logits processor; llguidance, outlines-core,
+transformers-cfg and lm-format-enforcer through their mask engines behind one processor
+(`peers.hf_processor`: their own transformers integrations do not run under transformers 5).
+A peer that is missing or fails is skipped with the reason printed.
 
 Default model: stories260K from the shared assets with draft = target (an overhead-only
 bound: the draft is as good as can be and costs as much as the target).
@@ -226,8 +228,10 @@ def _format(row: dict) -> str:
 
 # -- peers -----------------------------------------------------------------------------------
 
-def peer_methods(model: Any, tokenizer: Any, counter: Counter, max_new: int) -> list[tuple[str, Callable]]:
-    """Peers' logits processors through ``model.generate``; missing ones are reported and skipped."""
+def peer_methods(model: Any, tokenizer: Any, tokenizer_dir: str, counter: Counter,
+                 max_new: int) -> list[tuple[str, Callable]]:
+    """Peers' constrained decoding through ``model.generate``: xgrammar's own logits processor, the
+    others' mask engines behind `peers.hf_processor`; missing ones are reported and skipped."""
     methods = []
     width = model.get_output_embeddings().weight.shape[0]
     try:
@@ -243,36 +247,16 @@ def peer_methods(model: Any, tokenizer: Any, counter: Counter, max_new: int) -> 
                                                             make_processor=xgr_processor)))
     except Exception as exc:  # any import or set-up failure: report and go on
         print(f"skip xgrammar: {type(exc).__name__}: {exc}")
-    try:
-        from peers.tcfg_rewrite import rewrite_counted_repeats
-        from transformers_cfg.generation.logits_process import GrammarConstrainedLogitsProcessor
-        from transformers_cfg.grammar_utils import IncrementalGrammarConstraint
+    for name in ("llguidance", "outlines-core", "transformers-cfg", "lm-format-enforcer"):
+        try:  # their own transformers integrations do not run under transformers 5: a peer-backed processor
+            from peers import make_peer
+            from peers.hf_processor import peer_processor_factory
 
-        from structspec.jsonschema import schema_to_gbnf
-
-        def tcfg_processor(schema: dict) -> Any:  # its parser misreads counted repeats: respelled first
-            gbnf = rewrite_counted_repeats(schema_to_gbnf(schema))
-            return GrammarConstrainedLogitsProcessor(IncrementalGrammarConstraint(gbnf, "root", tokenizer))
-
-        methods.append(("transformers-cfg (model.generate)", hf_run(model, tokenizer, counter, max_new,
-                                                                    make_processor=tcfg_processor)))
-    except Exception as exc:
-        print(f"skip transformers-cfg: {type(exc).__name__}: {exc}")
-    try:
-        from lmformatenforcer import JsonSchemaParser
-        from lmformatenforcer.integrations.transformers import build_transformers_prefix_allowed_tokens_fn
-
-        def lmfe_fn(schema: dict) -> Any:
-            return build_transformers_prefix_allowed_tokens_fn(tokenizer, JsonSchemaParser(schema))
-
-        methods.append(("lm-format-enforcer (model.generate)", hf_run(model, tokenizer, counter, max_new,
-                                                                      make_prefix_fn=lmfe_fn)))
-    except Exception as exc:
-        print(f"skip lm-format-enforcer: {type(exc).__name__}: {str(exc)[:120]}")
-    try:
-        import outlines  # noqa: F401
-    except Exception as exc:
-        print(f"skip outlines: {type(exc).__name__}: {exc} (outlines-core alone has no transformers processor)")
+            peer = make_peer(name, tokenizer_dir, compile_timeout_s=120.0)
+            methods.append((f"{name} (model.generate)", hf_run(model, tokenizer, counter, max_new,
+                                                               make_processor=peer_processor_factory(peer))))
+        except Exception as exc:
+            print(f"skip {name}: {type(exc).__name__}: {str(exc)[:160]}")
     return methods
 
 
@@ -307,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from structspec.generation import Generator, SpecConfig
+    from structspec.models import resolve
 
     torch.set_num_threads(args.threads)
     model_path = args.model
@@ -333,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         ("prompt lookup (unconstrained)", hf_run(model, tokenizer, counter, n, prompt_lookup_num_tokens=10), False),
     ]
     if not args.skip_peers:
-        methods += [(name, run, True) for name, run in peer_methods(model, tokenizer, counter, n)]
+        peers = peer_methods(model, tokenizer, str(resolve(model_path)), counter, n)
+        methods += [(name, run, True) for name, run in peers]
     if args.only:
         wanted = [w.strip() for w in args.only.split(",") if w.strip()]
         methods = [m for m in methods if any(w in m[0] for w in wanted)]
