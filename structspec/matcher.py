@@ -81,6 +81,22 @@ class Matcher:
         bits = np.unpackbits(self.mask_words().view(np.uint8), bitorder="little")
         return torch.from_numpy(bits[: self.compiled.vocabulary.size].view(np.bool_))
 
+    def allows(self, token_id: int) -> bool:
+        """Whether the grammar allows ``token_id`` next (one bit of :meth:`mask_words`)."""
+        if not 0 <= token_id < self.compiled.vocabulary.size:
+            return False
+        return bool((int(self.mask_words()[token_id >> 5]) >> (token_id & 31)) & 1)
+
+    def masked_argmax(self, logits: torch.Tensor) -> int:
+        """The highest-scored allowed token of a logits row (the lowest id among ties), as
+        ``apply_mask`` then ``argmax`` would give. The row is masked in place only when its
+        unmasked argmax is forbidden; usually it is allowed, and the mask is never expanded."""
+        best = int(logits.argmax())
+        if self.allows(best):
+            return best
+        self.apply_mask(logits)
+        return int(logits.argmax())
+
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         """Write the mask into ``bitmask[row]`` (int32 ``[batch, ceil(vocab/32)]``, bit j of word i
         = token 32*i+j)."""

@@ -253,6 +253,30 @@ def test_apply_mask_in_place(dtype: torch.dtype, extra: int) -> None:
         assert logits.dtype == dtype
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_allows_and_masked_argmax_agree_with_the_mask(seed: int) -> None:
+    compiled = _small_json()
+    size = compiled.vocabulary.size
+    generator = torch.Generator().manual_seed(seed)
+    for matcher, mask in _walk(compiled, seed, 25):
+        assert [matcher.allows(t) for t in range(size)] == mask.tolist()
+        assert not matcher.allows(-1) and not matcher.allows(size)
+        for case in range(4):
+            logits = torch.randn(size + 3, generator=generator)
+            if case == 1:  # the unmasked argmax is forbidden
+                forbidden = torch.nonzero(~mask).flatten()
+                if len(forbidden):
+                    logits[forbidden[0]] = 100.0
+            if case == 2:  # ties among allowed tokens: the lowest id wins, as with argmax
+                logits[torch.nonzero(mask).flatten()] = 5.0
+            if case == 3:  # padding columns score highest but are never allowed
+                logits[size:] = 100.0
+            reference = matcher.apply_mask(logits.clone())
+            expected = int(reference.argmax())
+            assert matcher.masked_argmax(logits) == expected
+            assert mask[expected]
+
+
 # -- forced tokens ------------------------------------------------------------------------------
 
 

@@ -121,12 +121,13 @@ class ModelDrafter:
             with stats.timing("draft"):
                 row = self.runner.logits(context + tokens, 1)[0]
             stats.draft_forwards += 1
-            with stats.timing("mask"):
-                matcher.apply_mask(row)
-            with stats.timing("draft"):
-                if self.sampling.greedy:
-                    token, q = int(row.argmax()), None
-                else:
+            if self.sampling.greedy:
+                with stats.timing("mask"):
+                    token, q = matcher.masked_argmax(row), None
+            else:
+                with stats.timing("mask"):
+                    matcher.apply_mask(row)
+                with stats.timing("draft"):
                     q = self.sampling.probs(row)
                     token = int(torch.multinomial(q, 1, generator=self.rng))
             with stats.timing("mask"):

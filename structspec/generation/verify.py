@@ -23,8 +23,10 @@ def verify(
     """Accept a prefix of ``draft`` and choose the token after it.
 
     ``logits[i]`` is the target's (unmasked) prediction after ``draft[:i]``; ``len(logits)`` is
-    ``len(draft) + 1``. Each row is masked with ``matcher`` advanced along the draft. Greedy:
-    a draft token passes while it equals the masked argmax. Sampling: it passes with
+    ``len(draft) + 1``. Each row is read under the mask of ``matcher`` advanced along the draft
+    (in place; a greedy row only when its unmasked argmax is forbidden, see
+    :meth:`~structspec.matcher.Matcher.masked_argmax`). Greedy: a draft token passes while it
+    equals the masked argmax. Sampling: it passes with
     probability ``min(1, p/q)`` (``q`` one-hot when ``qs[i]`` is ``None``: a deterministic
     draft); the first failure is replaced by a sample of ``norm(max(0, p - q))``; if all pass,
     a bonus token is sampled from the last row. ``matcher`` ends advanced along the accepted
@@ -46,19 +48,21 @@ def verify(
                 return token
             matcher.rollback(1)
             stats.budget_cuts += 1
+            matcher.apply_mask(row)  # a greedy row may not be masked yet (masked_argmax)
             token = replacement(row, token, matcher, left - i - 1, sampling, rng)
             matcher.accept_token(token)
             return token
 
     for i, token in enumerate(draft):
         row = logits[i]
-        with stats.timing("mask"):
-            matcher.apply_mask(row)
         if sampling.greedy:
-            best = int(row.argmax())
+            with stats.timing("mask"):
+                best = matcher.masked_argmax(row)
             if best != token:
                 return i, settle(best, row, i)
         else:
+            with stats.timing("mask"):
+                matcher.apply_mask(row)
             p = sampling.probs(row)
             q = qs[i]
             q_token = 1.0 if q is None else float(q[token])
@@ -70,9 +74,16 @@ def verify(
         if matcher.is_finished():
             return i + 1, None
     row = logits[len(draft)]
+    return len(draft), settle(_choose(row, matcher, sampling, rng, stats), row, len(draft))
+
+
+def _choose(row: torch.Tensor, matcher: Matcher, sampling: Sampling, rng: torch.Generator, stats: Stats) -> int:
+    """A token from the masked distribution of a logits row (its argmax when greedy)."""
     with stats.timing("mask"):
+        if sampling.greedy:
+            return matcher.masked_argmax(row)
         matcher.apply_mask(row)
-    return len(draft), settle(sampling.pick(row, rng), row, len(draft))
+    return sampling.pick(row, rng)
 
 
 def _resample(p: torch.Tensor, token: int, q: torch.Tensor | None, rng: torch.Generator) -> int:
