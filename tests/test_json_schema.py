@@ -585,3 +585,60 @@ def test_merged_metaschema_reports_what_the_official_one_does(schema):
         return {(tuple(e.path), e.message, e.validator) for e in meta.iter_errors(schema)}
 
     assert found(_meta_validator(validator)) == found(official)
+
+
+def _tagged_rule(tag: str, **members: object) -> dict:
+    return {
+        "type": "object",
+        "properties": {"type": {"type": "string", "pattern": f"^{tag}$"}, **members},
+        "required": ["type", *members],
+    }
+
+
+_RULE = {"$ref": "#/$defs/rule"}
+_TAGGED_UNION = {  # the shape of a tree-sitter grammar: a oneOf of node kinds told apart by "type"
+    "type": "object",
+    "additionalProperties": _RULE,
+    "$defs": {
+        "rule": {"oneOf": [
+            _tagged_rule("BLANK"),
+            _tagged_rule("STRING", value={"type": "string"}),
+            _tagged_rule("SEQ", members={"type": "array", "items": _RULE}),
+            _tagged_rule("CHOICE", members={"type": "array", "items": _RULE}),
+            _tagged_rule("REPEAT", content=_RULE),
+            _tagged_rule("TOKEN", content=_RULE),
+            _tagged_rule("FIELD", name={"type": "string"}, content=_RULE),
+        ]},
+    },
+}
+
+
+def test_conversion_work_does_not_depend_on_string_hashing() -> None:
+    """Proving ``oneOf`` branches disjoint tries required members in schema order: the
+    discriminator settles it, where a set order sometimes compared the recursive members first
+    and multiplied the work about a hundredfold (seconds instead of milliseconds)."""
+    script = (
+        "import json, sys\n"
+        "from structspec.jsonschema import expand, schema_to_gbnf\n"
+        "calls = []\n"
+        "original = expand.Expander.expand\n"
+        "expand.Expander.expand = lambda self, *a, **k: calls.append(1) or original(self, *a, **k)\n"
+        "schema_to_gbnf(json.loads(sys.argv[1]))\n"
+        "print(len(calls))\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script, json.dumps(_TAGGED_UNION)],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)}, capture_output=True, text=True, check=True,
+        ).stdout
+        for seed in range(4)
+    }
+    assert len(outputs) == 1, outputs
+    grammar, judge = compile_schema(_TAGGED_UNION), referee(_TAGGED_UNION)
+    for value in [
+        {"a": {"type": "SEQ", "members": [{"type": "BLANK"}, {"type": "STRING", "value": "x"}]}},
+        {"a": {"type": "FIELD", "name": "n", "content": {"type": "REPEAT", "content": {"type": "BLANK"}}}},
+        {"a": {"type": "SEQ", "members": [{"type": "STRING"}]}},
+        {"a": {"type": "REPEAT", "content": {"type": "LOOP"}}},
+    ]:
+        assert grammar.matches(json.dumps(value, separators=(",", ":"))) == judge.is_valid(value), value

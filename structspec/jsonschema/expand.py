@@ -463,12 +463,15 @@ def _unique_parts(alt: Alternative) -> Alternative:
     return tuple(out)
 
 
-def _required(alt: Alternative) -> set[str]:
-    out: set[str] = set()
+def _required(alt: Alternative) -> list[str]:
+    """The names ``alt`` requires, each once, in the order the schema lists them: a proof of
+    disjointness tries them in turn, and a discriminator (``type``, ``kind``) usually comes
+    first and settles it cheaply, where a recursive member may cost seconds to compare."""
+    out: dict[str, None] = {}
     for part in alt:
         if isinstance(part, Facet):
-            out |= {n for n in part.kw.get("required") or [] if isinstance(n, str)}
-    return out
+            out.update((n, None) for n in part.kw.get("required") or [] if isinstance(n, str))
+    return list(out)
 
 
 def _ignore(pointer: str, keyword: str, message: str) -> None:
