@@ -54,6 +54,13 @@ COMBOS = {
 }
 
 
+def _spec(sources: tuple[str, ...] | None = None) -> SpecConfig:
+    """Drafting from ``sources`` (all when None). The test draft models are as large as their
+    targets, so measured costs would stop the draft model; a zero draft cost keeps its path
+    (sampled drafts, rejections, cache crops) under test."""
+    return SpecConfig(sources=sources, draft_cost=0.0)
+
+
 def _valid(constraint, text: str) -> bool:
     if isinstance(constraint, dict):
         jsonschema.validate(json.loads(text), constraint)
@@ -75,7 +82,7 @@ def test_greedy_speculative_is_token_identical(tokenizer_name: str, constraint, 
     for draft_model in (target, stranger):
         gen = Generator(target, tok, draft_model=draft_model)
         for name, sources in COMBOS.items():
-            result = gen.generate(PROMPT, constraint, max_new_tokens=40, speculative=SpecConfig(sources=sources))
+            result = gen.generate(PROMPT, constraint, max_new_tokens=40, speculative=_spec(sources))
             assert result.token_ids == plain.token_ids, (name, draft_model is target)
             assert result.text == plain.text
             assert result.stats.stop_reason == plain.stats.stop_reason
@@ -152,14 +159,17 @@ def test_sampling_matches_plain_distribution(sources, temperature: float, top_k:
     _, compiled = gen.compile(SAMPLING_GRAMMAR)
     sampling = Sampling(temperature, top_k, top_p)
     expected = _exact_distribution(target, list(tok(prompt)["input_ids"]), compiled, sampling)
-    spec = SpecConfig(sources=sources) if sources else None
+    spec = _spec(sources) if sources else None
     n = 300
     counts: dict[tuple[int, ...], int] = {}
+    drafted = 0
     for seed in range(n):
         result = gen.generate(prompt, SAMPLING_GRAMMAR, max_new_tokens=8, temperature=temperature,
                               top_k=top_k, top_p=top_p, seed=seed, speculative=spec)
         counts[result.token_ids] = counts.get(result.token_ids, 0) + 1
+        drafted += result.stats.draft_forwards
     assert _chi_square_p(counts, expected, n) > 1e-3
+    assert drafted > 0 if spec else drafted == 0
 
 
 @pytest.mark.parametrize("sources", [None, ("forced", "ngram", "draft")], ids=["plain", "all"])
@@ -176,7 +186,7 @@ def test_sampling_under_a_tight_budget_is_masked_sampling_conditioned_on_finishi
     sampling = Sampling(1.0)
     expected = _exact_distribution(target, list(tok(prompt)["input_ids"]), compiled, sampling, budget=3)
     assert all(tok.decode(list(tokens)).endswith(".") for tokens in expected)
-    spec = SpecConfig(sources=sources) if sources else None
+    spec = _spec(sources) if sources else None
     n = 300
     counts: dict[tuple[int, ...], int] = {}
     for seed in range(n):
@@ -197,7 +207,7 @@ def test_greedy_speculative_is_token_identical_under_a_tight_budget(combo: str) 
     plain = gen.generate(PROMPT, schema, max_new_tokens=budget)
     assert plain.stats.budget_cuts > 0 and plain.stats.stop_reason == "max_new_tokens"
     jsonschema.validate(plain.value, schema)
-    spec = gen.generate(PROMPT, schema, max_new_tokens=budget, speculative=SpecConfig(sources=COMBOS[combo]))
+    spec = gen.generate(PROMPT, schema, max_new_tokens=budget, speculative=_spec(COMBOS[combo]))
     assert spec.token_ids == plain.token_ids
 
 
@@ -253,7 +263,7 @@ def test_stories260k_yields_valid_json(schema: dict) -> None:
     gen = Generator(model, tok, draft_model=model)
     prompt = "Once upon a time, there was a little girl named Lily. She was happy and had a big dog."
     outputs = []
-    for spec in (None, SpecConfig()):
+    for spec in (None, _spec()):
         for temperature in (0.0, 1.0):
             result = gen.generate(prompt, schema, max_new_tokens=80, temperature=temperature, seed=3, speculative=spec)
             assert result.stats.stop_reason in ("grammar", "eos"), result.text
@@ -263,17 +273,65 @@ def test_stories260k_yields_valid_json(schema: dict) -> None:
     assert outputs[0] == outputs[2]  # greedy: plain and speculative agree
 
 
-def test_adaptive_length_follows_acceptance() -> None:
-    from structspec.generation.adaptive import AdaptiveLength
+def test_acceptance_follows_the_verified_spans() -> None:
+    from structspec.generation.adaptive import Acceptance
 
-    length = AdaptiveLength(max_length=8, min_chain_probability=0.3)
-    assert length.length() == 1  # no evidence: a = 0.5, 0.5**2 < 0.3
+    acceptance = Acceptance()
+    assert acceptance.probability == 0.5  # no evidence
     for _ in range(20):
-        length.update(8, rejected=False)
-    assert length.length() == 8
-    for _ in range(20):
-        length.update(0, rejected=True)
-    assert length.length() == 1
+        acceptance.update(8, rejected=False)
+    assert acceptance.probability > 0.95
+    for _ in range(60):  # older evidence fades
+        acceptance.update(0, rejected=True)
+    assert acceptance.probability < 0.15
+
+
+@given(
+    st.floats(1e-4, 1e-1),
+    st.floats(0.0, 1e-2),
+    st.lists(st.integers(1, 17), min_size=3, max_size=40).filter(lambda fed: len(set(fed[1:])) > 1),
+)
+def test_forward_cost_recovers_a_linear_cost(base: float, per_token: float, fed: list[int]) -> None:
+    """Forwards that cost ``base + per_token * (fed - 1)`` give back both figures, whatever the
+    mix of sizes; the first call (the prompt) is left out."""
+    from structspec.generation.adaptive import ForwardCost
+
+    cost = ForwardCost()
+    cost.add(300, 1.0)  # the prompt: far off the line, and ignored
+    for k in fed[1:]:
+        cost.add(k, base + per_token * (k - 1))
+    assert cost.per_token == pytest.approx(per_token, rel=1e-6, abs=1e-9)
+    assert cost.base == pytest.approx(base, rel=1e-6)
+
+
+def test_forward_cost_is_flat_until_two_sizes_were_seen() -> None:
+    from structspec.generation.adaptive import ForwardCost
+
+    cost = ForwardCost()
+    assert cost.base is None and cost.per_token == 0.0
+    cost.add(200, 0.5)
+    cost.add(1, 0.002)
+    cost.add(1, 0.002)
+    assert cost.base == pytest.approx(0.002) and cost.per_token == 0.0
+
+
+def test_a_draft_model_token_is_priced_by_its_measured_cost_or_the_configured_one() -> None:
+    from structspec.generation.chain import DraftChain
+    from structspec.generation.drafters import ForcedDrafter, ModelDrafter
+
+    model = ModelDrafter(runner=None, sampling=Sampling(0.0), rng=torch.Generator(), prior_price=0.25)
+    forced = ForcedDrafter()
+    chain = DraftChain([forced, model], SpecConfig())
+    assert chain._price(forced) == 0.0 and chain._price(model) == 0.25  # nothing measured: the prior
+    for fed, seconds in [(300, 0.5), (1, 0.010), (5, 0.014), (3, 0.012)]:
+        chain.forward.add(fed, seconds)
+    model.time_per_token.add(0.1)  # the first call encodes the prompt and is left out
+    model.time_per_token.add(0.004)
+    assert chain._price(forced) == pytest.approx(0.1)  # 1 ms a token on a 10 ms forward
+    assert chain._price(model) == pytest.approx(0.1 + 0.4)
+    fixed = DraftChain([forced, model], SpecConfig(draft_cost=0.0))
+    fixed.forward = chain.forward
+    assert fixed._price(model) == pytest.approx(0.1)
 
 
 @given(st.floats(0.05, 0.99), st.floats(0.01, 2.0), st.lists(st.floats(0.05, 1.0), max_size=6))

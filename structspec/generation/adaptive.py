@@ -1,33 +1,21 @@
-"""Per-source draft length from the observed acceptance, and measured call costs."""
+"""Estimates the draft chain decides by: each source's acceptance, and what calls cost."""
 
 from __future__ import annotations
 
-import math
 
+class Acceptance:
+    """A source's per-token acceptance probability, from decayed counts of accepted tokens and
+    rejections (Laplace-smoothed, so 0.5 before any evidence)."""
 
-class AdaptiveLength:
-    """Estimates a source's per-token acceptance probability ``a`` (decayed counts of accepted
-    tokens and rejections, Laplace-smoothed) and drafts the longest run whose all-accepted
-    chance ``a**k`` stays at or above ``min_chain_probability``."""
-
-    def __init__(self, max_length: int, min_chain_probability: float, decay: float = 0.9) -> None:
-        self.max_length = max_length
-        self.log_threshold = math.log(min_chain_probability)
+    def __init__(self, decay: float = 0.9) -> None:
         self.decay = decay
         self.accepted = 0.0
         self.rejected = 0.0
 
     @property
-    def acceptance(self) -> float:
-        """Estimated probability that the next draft token is accepted."""
+    def probability(self) -> float:
+        """Estimated probability that the source's next draft token is accepted."""
         return (self.accepted + 1.0) / (self.accepted + self.rejected + 2.0)
-
-    def length(self) -> int:
-        """How many tokens to draft now (at least 1)."""
-        a = self.acceptance
-        if a >= 1.0:
-            return self.max_length
-        return max(1, min(self.max_length, int(self.log_threshold / math.log(a))))
 
     def update(self, accepted: int, rejected: bool) -> None:
         """Record a verified span: ``accepted`` tokens passed, then one failed if ``rejected``."""
@@ -49,3 +37,50 @@ class CallTime:
             return
         last = self.seconds
         self.seconds = seconds if last is None else (1 - self.weight) * last + self.weight * seconds
+
+
+class ForwardCost:
+    """The target's verifying forward as a line in the tokens it is fed: ``base`` seconds for
+    one token plus ``per_token`` for each further one, fitted by exponentially weighted least
+    squares over the calls so far (the first, which encodes the prompt, is left out).
+
+    On a CPU a forward over a few more tokens costs a little more (here about 20% for the
+    second token, then a few percent each); on a GPU next to nothing. That marginal cost is
+    what a drafted token costs even when the source drafting it is free."""
+
+    def __init__(self, weight: float = 0.1) -> None:
+        self.weight = weight
+        self._calls = 0
+        self._means: tuple[float, float, float, float] | None = None  # of k, t, k*k, k*t; k = fed - 1
+
+    def add(self, fed: int, seconds: float) -> None:
+        """Record one forward over ``fed`` tokens that took ``seconds``."""
+        self._calls += 1
+        if self._calls == 1:
+            return
+        k = float(fed - 1)
+        point = (k, seconds, k * k, k * seconds)
+        if self._means is None:
+            self._means = point
+        else:
+            w = self.weight
+            self._means = tuple((1 - w) * m + w * p for m, p in zip(self._means, point, strict=True))
+
+    @property
+    def per_token(self) -> float:
+        """Seconds each fed token beyond the first adds (0 until two sizes were seen)."""
+        if self._means is None:
+            return 0.0
+        mean_k, mean_t, mean_kk, mean_kt = self._means
+        spread = mean_kk - mean_k * mean_k
+        if spread <= 1e-9 * max(1.0, mean_kk):
+            return 0.0
+        return max(0.0, (mean_kt - mean_k * mean_t) / spread)
+
+    @property
+    def base(self) -> float | None:
+        """Seconds of a forward over one token (None until measured)."""
+        if self._means is None:
+            return None
+        mean_k, mean_t = self._means[0], self._means[1]
+        return max(mean_t - self.per_token * mean_k, 1e-3 * mean_t, 1e-9)

@@ -1,4 +1,4 @@
-"""Chaining draft sources into one draft per round, with per-source adaptive lengths."""
+"""Chaining draft sources into one draft per round, each drafting only as far as it pays."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from structspec.generation.adaptive import AdaptiveLength, CallTime
+from structspec.generation.adaptive import Acceptance, ForwardCost
 from structspec.generation.config import SpecConfig
 from structspec.generation.stats import SourceStats, Stats
 from structspec.matcher import Matcher
@@ -28,38 +28,36 @@ class DraftChain:
 
     Free sources (forced tokens, n-gram lookup) go first, then the draft model, each group in
     order of estimated per-token acceptance. Forced tokens are taken whole; the n-gram and
-    model sources are capped by their :class:`AdaptiveLength` per round. A source that costs
-    time (the draft model: one forward per token) is also capped by what pays: a round yields
-    ``1 + sum of P(first j drafts accepted)`` tokens for one target forward plus the draft
-    forwards, and a paid token is drafted only while it raises that ratio -- while its chance
-    of being reached and accepted, over its cost in target forwards, beats the round's
-    tokens per cost so far. Costs are measured as the generation runs.
+    model sources add at most ``max_per_source`` tokens per round, and only while they pay: a
+    round yields ``1 + sum of P(first j drafts accepted)`` tokens for one target forward, and
+    a token is drafted only while it raises that ratio -- while its chance of being reached
+    and accepted, over its cost in target forwards, beats the round's tokens per cost so far.
+    A token's cost is what it adds to the verifying forward, plus the draft model's forward
+    for a model token; both are measured as the generation runs.
     """
 
     def __init__(self, drafters: list, config: SpecConfig) -> None:
         self.drafters = drafters
         self.config = config
-        self.lengths = {d.name: AdaptiveLength(config.max_per_source, config.min_chain_probability) for d in drafters}
-        self.target_time = CallTime()  # a verifying forward
+        self.acceptance = {d.name: Acceptance() for d in drafters}
+        self.forward = ForwardCost()  # the target's verifying forward
 
     def draft(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Draft:
         """A draft of at most ``limit`` tokens continuing ``context`` (``matcher`` is a copy of
         the target's, advanced by the sources)."""
         result = Draft()
-        quota = {name: length.length() for name, length in self.lengths.items() if name != "forced"}
+        quota = {d.name: self.config.max_per_source for d in self.drafters if d.name != "forced"}
         ranked = sorted(self.drafters, key=self._rank)
         round_ = _RoundValue()
         progress = True
         while progress and len(result.tokens) < limit and not matcher.is_finished():
             progress = False
             for drafter in ranked:
-                acceptance = self.lengths[drafter.name].acceptance
+                acceptance = self.acceptance[drafter.name].probability
                 price = self._price(drafter)
                 room = limit - len(result.tokens)
                 if drafter.name in quota:
-                    room = min(room, quota[drafter.name])
-                if price:
-                    room = min(room, round_.worth(acceptance, price))
+                    room = min(room, quota[drafter.name], round_.worth(acceptance, price))
                 if room <= 0 or matcher.is_finished():
                     continue
                 tokens, qs = drafter.propose(context + result.tokens, matcher, room, stats)
@@ -76,18 +74,25 @@ class DraftChain:
 
     def _rank(self, drafter) -> tuple[bool, float]:
         bonus = 0.2 if drafter.name == "forced" else 0.0  # taken whole: first unless clearly less accepted
-        return not drafter.free, -(self.lengths[drafter.name].acceptance + bonus)
+        return not drafter.free, -(self.acceptance[drafter.name].probability + bonus)
 
     def _price(self, drafter) -> float:
-        """A drafted token's cost in verifying forwards (0 for free sources and until measured)."""
-        if drafter.free or not drafter.time_per_token.seconds or not self.target_time.seconds:
-            return 0.0
-        return drafter.time_per_token.seconds / self.target_time.seconds
+        """A drafted token's cost in verifying forwards: what it adds to the target's forward,
+        plus, for a model token, ``SpecConfig.draft_cost`` or else the draft model's measured
+        time (its prior price until measured)."""
+        base = self.forward.base
+        price = self.forward.per_token / base if base else 0.0
+        if drafter.free:
+            return price
+        if self.config.draft_cost is not None:
+            return price + self.config.draft_cost
+        seconds = drafter.time_per_token.seconds
+        return price + (seconds / base if seconds and base else drafter.prior_price)
 
-    def record(self, draft: Draft, accepted: int, stats: Stats, target_seconds: float) -> None:
-        """Credit accepted tokens to their sources, update the adaptive lengths, and the
-        verifying forward's measured cost (``target_seconds``)."""
-        self.target_time.add(target_seconds)
+    def record(self, draft: Draft, accepted: int, stats: Stats, fed: int, target_seconds: float) -> None:
+        """Credit accepted tokens to their sources, update their acceptance, and the cost of
+        the verifying forward (``fed`` tokens in ``target_seconds``)."""
+        self.forward.add(fed, target_seconds)
         for name in draft.sources[:accepted]:
             stats.sources[name].accepted += 1
         spans: dict[str, list[int]] = {}
@@ -97,7 +102,7 @@ class DraftChain:
             passed, failed = spans.setdefault(name, [0, 0])
             spans[name] = [passed + (i < accepted), failed + (i == accepted)]
         for name, (passed, failed) in spans.items():
-            self.lengths[name].update(passed, bool(failed))
+            self.acceptance[name].update(passed, bool(failed))
 
 
 @dataclass

@@ -16,10 +16,13 @@ class SpecConfig:
             (continuations found in the prompt and output), ``"draft"`` (the draft model).
             ``None`` means every source available (``"draft"`` only with a draft model).
         max_draft: most draft tokens verified by one target forward.
-        max_per_source: most tokens one adaptive source (n-gram, draft model) adds per round.
+        max_per_source: most tokens the n-gram or the draft-model source adds per round (each
+            also stops where one more token would lower the round's expected tokens per cost).
         ngram_max, ngram_min: longest and shortest suffix of the context's text looked up, in bytes.
-        min_chain_probability: an adaptive source stops drafting once the estimated chance that
-            all of its tokens so far are accepted falls below this.
+        draft_cost: what one draft-model token costs, in target forwards. ``None`` measures it
+            as generation runs (the parameter-count ratio of the two models until then); a
+            fixed value such as 0 (a draft that runs alongside the target) makes the draft
+            model draft as far as its acceptance alone warrants.
     """
 
     sources: tuple[str, ...] | None = None
@@ -27,7 +30,7 @@ class SpecConfig:
     max_per_source: int = 8
     ngram_max: int = 32
     ngram_min: int = 3
-    min_chain_probability: float = 0.3
+    draft_cost: float | None = None
 
     def __post_init__(self) -> None:
         if self.sources is not None:
@@ -37,10 +40,10 @@ class SpecConfig:
         for name in ("max_draft", "max_per_source", "ngram_max", "ngram_min"):
             if getattr(self, name) < 1:
                 raise ValueError(f"SpecConfig.{name} must be at least 1, got {getattr(self, name)}")
+        if self.draft_cost is not None and not self.draft_cost >= 0.0:
+            raise ValueError(f"SpecConfig.draft_cost must be None or at least 0, got {self.draft_cost}")
         if self.ngram_min > self.ngram_max:
             raise ValueError(f"SpecConfig.ngram_min ({self.ngram_min}) exceeds ngram_max ({self.ngram_max})")
-        if not 0.0 < self.min_chain_probability < 1.0:
-            raise ValueError(f"SpecConfig.min_chain_probability must lie in (0, 1), got {self.min_chain_probability}")
 
     def resolved_sources(self, has_draft_model: bool) -> tuple[str, ...]:
         """The sources to use; raises when ``"draft"`` is asked for without a draft model."""

@@ -31,18 +31,23 @@ class ForcedDrafter:
 class NgramDrafter:
     """Prompt / output lookup over bytes: find the latest earlier occurrences of the longest
     suffix of the context's text (``min_bytes`` to ``max_bytes`` long) and propose the tokens
-    of the bytes that followed, cut at the first token the grammar forbids; of the few latest
-    occurrences the longest valid continuation wins. Matching bytes rather than token ids
-    finds a value copied from the source text even where it tokenizes differently after a
-    JSON quote than after a space."""
+    of the bytes that followed, cut at the first token the grammar forbids. Matching bytes
+    rather than token ids finds a value copied from the source text even where it tokenizes
+    differently after a JSON quote than after a space.
+
+    Two refinements make the drafts worth verifying. The value being written (the bytes since
+    the last ``"`` ``:`` ``,`` ``[`` or ``{``) is looked up even when shorter than ``min_bytes``,
+    where it starts a word of the text: ``"+`` finds the phone number ``+44 20 ...`` of the
+    source. And only the continuation that all occurrences agree on is drafted: a suffix such
+    as ``e":"`` that ends many keys says nothing about the next value, and the round is
+    better left to the other sources than spent on a guess."""
 
     name = "ngram"
     free = True  # a lookup, negligible beside a model forward
 
-    def __init__(self, max_bytes: int, min_bytes: int, candidates: int = 4, span_bytes: int = 64) -> None:
+    def __init__(self, max_bytes: int, min_bytes: int, span_bytes: int = 64) -> None:
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
-        self.candidates = candidates
         self.span_bytes = span_bytes
         self._text: list[bytes] = []  # bytes of each context token, kept across rounds
         self._ids: list[int] = []
@@ -51,17 +56,11 @@ class NgramDrafter:
         vocabulary = matcher.compiled.vocabulary
         with stats.timing("draft"):
             data = self._bytes(context, vocabulary.token_bytes)
-            spans = [data[start : start + self.span_bytes] for start in self._continuations(data)]
-        best: list[int] = []
+            span = agreed_continuation(data, self.lookup(data), self.span_bytes)
+            run = _encode_prefix(vocabulary, span)[:limit] if span else []
         with stats.timing("mask"):
-            for span in spans:
-                run = _encode_prefix(vocabulary, span)[:limit]
-                probe = matcher.copy()
-                taken = probe.accept_tokens(run)
-                if taken > len(best):
-                    best = run[:taken]
-            matcher.accept_tokens(best)
-        return best, [None] * len(best)
+            taken = matcher.accept_tokens(run)
+        return run[:taken], [None] * taken
 
     def _bytes(self, context: list[int], token_bytes) -> bytes:
         """The context's text, reusing the part shared with the previous call."""
@@ -73,22 +72,55 @@ class NgramDrafter:
             text.append(token_bytes[token_id] or b"")
         return b"".join(text)
 
-    def _continuations(self, data: bytes) -> list[int]:
-        """Offsets just after the latest occurrences of the longest matching suffix."""
+    def lookup(self, data: bytes) -> list[int]:
+        """Offsets just after the earlier occurrences of the longest matching suffix of
+        ``data`` (the latest ``MAX_SCANNED``, latest first); a suffix shorter than
+        ``min_bytes`` counts only as the whole value being written, found where it starts a
+        word."""
         size = len(data)
-        found: list[int] = []
-        length = self.min_bytes
-        while length <= min(self.max_bytes, size - 1):
-            at = data.rfind(data[size - length :], 0, size - 1)
-            if at < 0:
+        value = value_length(data, self.max_bytes)
+        length = min(self.min_bytes, value) if value else self.min_bytes
+        longest = 0
+        while length <= min(self.max_bytes, size - 1) and self._occurrences(data, length, 1):
+            longest, length = length, length + 1
+        return self._occurrences(data, longest, MAX_SCANNED) if longest else []
+
+    def _occurrences(self, data: bytes, length: int, most: int) -> list[int]:
+        size = len(data)
+        suffix = data[size - length :]
+        word_start = length < self.min_bytes
+        hits: list[int] = []
+        at = data.rfind(suffix, 0, size - 1)
+        for _ in range(MAX_SCANNED):
+            if at < 0 or len(hits) == most:
                 break
-            found, end = [], size - 1
-            while at >= 0 and len(found) < self.candidates:
-                found.append(at + length)
-                end = at + length - 1
-                at = data.rfind(data[size - length :], 0, end)
-            length += 1
-        return found
+            if not word_start or at == 0 or not data[at - 1 : at].isalnum():
+                hits.append(at + length)
+            at = data.rfind(suffix, 0, at + length - 1)
+        return hits
+
+
+MAX_SCANNED = 64  # occurrences of a suffix looked at, latest first
+VALUE_DELIMITERS = b'":,[{'
+
+
+def value_length(data: bytes, limit: int) -> int:
+    """How many trailing bytes of ``data`` follow its last JSON delimiter (the value being
+    written); all of the last ``limit`` bytes when none of them is one."""
+    tail = data[-limit:]
+    return len(tail) - 1 - max(tail.rfind(VALUE_DELIMITERS[i : i + 1]) for i in range(len(VALUE_DELIMITERS)))
+
+
+def agreed_continuation(data: bytes, starts: list[int], span_bytes: int) -> bytes:
+    """The longest prefix shared by the ``span_bytes`` after each offset of ``starts``."""
+    spans = [data[start : start + span_bytes] for start in starts]
+    if not spans:
+        return b""
+    low, high = min(spans), max(spans)  # what the sorted extremes share, every span shares
+    n = 0
+    while n < len(low) and low[n] == high[n]:
+        n += 1
+    return low[:n]
 
 
 def _encode_prefix(vocabulary, span: bytes) -> list[int]:
@@ -107,11 +139,12 @@ class ModelDrafter:
     name = "draft"
     free = False  # a draft forward per token
 
-    def __init__(self, runner: CachedModel, sampling: Sampling, rng: torch.Generator) -> None:
+    def __init__(self, runner: CachedModel, sampling: Sampling, rng: torch.Generator, prior_price: float) -> None:
         self.runner = runner
         self.sampling = sampling
         self.rng = rng
         self.time_per_token = CallTime()
+        self.prior_price = prior_price  # a token's cost in target forwards until measured
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> tuple[list[int], list]:
         start = time.perf_counter()

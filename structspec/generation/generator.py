@@ -133,7 +133,7 @@ class Generator:
                 drafters.append(NgramDrafter(config.ngram_max, config.ngram_min))
             else:
                 runner = CachedModel(self.draft_model, self.vocabulary.size)
-                drafters.append(ModelDrafter(runner, sampling, rng))
+                drafters.append(ModelDrafter(runner, sampling, rng, _size(self.draft_model) / _size(self.model)))
         return DraftChain(drafters, config)
 
 
@@ -175,6 +175,11 @@ class _Run:
         complete = stats.stop_reason != "max_new_tokens" or matcher.is_accepting()
         value = self.parsed.value(text.text) if complete else None
         self.result = Result(text.text, value, stats, tuple(generated))
+
+
+def _size(model: Any) -> int:
+    """Parameter count: a draft model's cost relative to the target before it is measured."""
+    return sum(p.numel() for p in model.parameters())
 
 
 def _cache_key(constraint: Any) -> Any:

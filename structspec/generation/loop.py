@@ -46,7 +46,7 @@ def decode(
         left = max_new_tokens - produced if guarded else None
         accepted, token = verify(logits, draft.tokens, draft.qs, matcher, sampling, rng, stats, left)
         if chain is not None:
-            chain.record(draft, accepted, stats, stats.seconds["target"] - before)
+            chain.record(draft, accepted, stats, len(draft.tokens) + 1, stats.seconds["target"] - before)
         committed = draft.tokens[:accepted] if token is None else [*draft.tokens[:accepted], token]
         sequence += committed
         produced += len(committed)

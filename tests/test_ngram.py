@@ -1,0 +1,76 @@
+"""The n-gram draft source's lookup: which continuation of the text it proposes, and when none."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from structspec import Grammar, Vocabulary
+from structspec import compile as compile_grammar
+from structspec.generation.drafters import NgramDrafter, agreed_continuation, value_length
+from structspec.generation.stats import Stats
+
+SOURCE = b"Name: Lily Stone\nPhone: +44 20 7946 0958\nCity: Leeds\n"
+
+
+def proposal(text: bytes, lookup: NgramDrafter | None = None) -> bytes:
+    drafter = lookup or NgramDrafter(max_bytes=32, min_bytes=3)
+    return agreed_continuation(text, drafter.lookup(text), 64)
+
+
+def test_the_value_being_written_is_found_where_it_starts_a_word() -> None:
+    """``+`` alone is shorter than the shortest suffix looked up, but as the whole value so far
+    it finds the phone number; a letter inside a word of the source does not count."""
+    assert proposal(SOURCE + b'{"phone":"+').startswith(b"44 20 7946 0958")
+    assert proposal(SOURCE + b'{"city":"Lee').startswith(b"ds\n")
+    assert proposal(SOURCE + b'{"x":"ee') == b""  # "ee" only inside "Leeds"
+
+
+def test_occurrences_that_disagree_propose_nothing() -> None:
+    assert proposal(SOURCE + b'{"name":"L') == b""  # Lily or Leeds
+    schema = b'{"type":"string","x":{"type":"string"},"y":{"type":"object"}}'
+    assert proposal(schema + b'{"name":"') == b""  # after e":" came string and object
+
+
+def test_a_longer_match_settles_what_a_shorter_one_cannot() -> None:
+    assert proposal(SOURCE + b'{"name":"Lily').startswith(b" Stone\n")
+    schema = b'{"type":"string","x":{"type":"string"},"y":{"type":"object"}}'
+    assert proposal(schema + b'{"y":{"type":"').startswith(b'object"}}')
+    repeated = b'[{"d":"chair","q":2},{"d":"chair","q":2},{"d":"'
+    assert proposal(repeated).startswith(b'chair","q":2}')
+
+
+@given(st.lists(st.binary(max_size=12), min_size=1, max_size=6))
+def test_agreed_continuation_is_the_common_prefix(spans: list[bytes]) -> None:
+    data = b"".join(spans)
+    starts, at = [], 0
+    for span in spans:
+        starts.append(at)
+        at += len(span)
+    windows = [data[s : s + 5] for s in starts]
+    assert agreed_continuation(data, starts, 5) == os.path.commonprefix(windows)  # noqa: RUF071 (bytes, not paths)
+
+
+@given(st.binary(max_size=40), st.integers(1, 40))
+def test_value_length_counts_back_to_the_last_delimiter(data: bytes, limit: int) -> None:
+    n = value_length(data, limit)
+    tail = data[-limit:]
+    assert 0 <= n <= len(tail)
+    assert not any(b in b'":,[{' for b in tail[len(tail) - n :])
+    assert n == len(tail) or tail[len(tail) - n - 1] in b'":,[{'
+
+
+def test_proposals_are_cut_where_the_grammar_forbids() -> None:
+    """The phone number is copied up to the newline, which a JSON string cannot hold raw."""
+    pieces = [bytes([b]) for b in range(256)]
+    vocab = Vocabulary.from_token_bytes([*pieces, b"44", b" 20", b" 7946", b" 0958", None], eos_ids=[260])
+    grammar = Grammar.from_gbnf(r'root ::= "{\"phone\":\"" [^"\n]* "\"}"')
+    matcher = compile_grammar(grammar, vocab).matcher()
+    prefix = '{"phone":"+'
+    assert matcher.accept_tokens([b for b in prefix.encode()]) == len(prefix)
+    context = [*SOURCE, *prefix.encode()]
+    tokens, qs = NgramDrafter(32, 3).propose(context, matcher, 16, Stats())
+    assert b"".join(vocab.token_bytes[t] for t in tokens) == b"44 20 7946 0958"
+    assert qs == [None] * len(tokens)
