@@ -37,6 +37,7 @@ from structspec.parse_state import Frame, ParseState, close, union
 from structspec.vocab import Vocabulary
 
 STATE_CACHE_BYTES = 16 << 20  # whole-state mask cache per compiled grammar (LRU)
+FORCED_CACHE_SIZE = 4096  # parse states whose forced tokens are kept per compiled grammar (LRU)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class CompiledGrammar:
         self._token_refs = tuple(self._token_ref_set(ref) for ref in self.rules.token_refs)
         self._local: dict[int, LocalMask] = {}
         self._states: OrderedDict[ParseState, np.ndarray] = OrderedDict()
+        self._forced: OrderedDict[ParseState, list[int]] = OrderedDict()
         self._lock = threading.Lock()
         self._state_cache_size = max(64, STATE_CACHE_BYTES // (4 * self.n_words))
         self._runner = StackRunner(self.rules, token_trie(vocabulary))
@@ -98,6 +100,11 @@ class CompiledGrammar:
             if len(self._states) > self._state_cache_size:
                 self._states.popitem(last=False)
         return words
+
+    def known_mask_words(self, state: ParseState) -> np.ndarray | None:
+        """The mask of ``state`` if it was computed and is still cached, else None (no work)."""
+        with self._lock:
+            return self._states.get(state)
 
     def _compute(self, state: ParseState) -> np.ndarray:
         words = np.zeros(self.n_words, dtype=np.uint32)
@@ -129,6 +136,23 @@ class CompiledGrammar:
             hi.append(accepted_hi)
             if len(pending) and head.parent is not None:
                 self._accepted_below(head.parent, pending, lo, hi)
+
+    def forced_tokens(self, state: ParseState) -> list[int]:
+        """Canonical tokenization of the bytes every continuation of ``state`` starts with
+        (cached per state: a schema's keys and punctuation recur across array items, sequences
+        and requests; do not modify the list)."""
+        with self._lock:
+            tokens = self._forced.get(state)
+            if tokens is not None:
+                self._forced.move_to_end(state)
+                return tokens
+        forced = state.forced_bytes()
+        tokens = self.vocabulary.encode_bytes(forced) if forced else []
+        with self._lock:
+            self._forced[state] = tokens
+            if len(self._forced) > FORCED_CACHE_SIZE:
+                self._forced.popitem(last=False)
+        return tokens
 
     def tokens_to_finish(self, state: ParseState) -> float:
         """An upper bound on the tokens ``state`` needs to become complete: its shortest

@@ -32,11 +32,12 @@ class _History:
 class Matcher:
     """Tracks one sequence through a :class:`~structspec.masks.CompiledGrammar`."""
 
-    __slots__ = ("_node", "compiled")
+    __slots__ = ("_node", "_probe", "compiled")
 
     def __init__(self, compiled: CompiledGrammar, _node: _History | None = None) -> None:
         self.compiled = compiled
         self._node = _node or _History(compiled.grammar.initial_state(), None)
+        self._probe: tuple[_History, int, _History | None] | None = None  # see _next
 
     @property
     def state(self) -> ParseState:
@@ -82,10 +83,17 @@ class Matcher:
         return torch.from_numpy(bits[: self.compiled.vocabulary.size].view(np.bool_))
 
     def allows(self, token_id: int) -> bool:
-        """Whether the grammar allows ``token_id`` next (one bit of :meth:`mask_words`)."""
-        if not 0 <= token_id < self.compiled.vocabulary.size:
-            return False
-        return bool((int(self.mask_words()[token_id >> 5]) >> (token_id & 31)) & 1)
+        """Whether the grammar allows ``token_id`` next: one bit of :meth:`mask_words` when the
+        mask of this state is already known, else by advancing along the token (what
+        :meth:`accept_token` does, and kept for it), which costs the token's bytes instead of
+        a sweep of the vocabulary on a state's first visit."""
+        node = self._node
+        if not node.finished:
+            words = self.compiled.known_mask_words(node.state)
+            if words is not None:
+                size = self.compiled.vocabulary.size
+                return 0 <= token_id < size and bool((int(words[token_id >> 5]) >> (token_id & 31)) & 1)
+        return self._next(token_id) is not None
 
     def masked_argmax(self, logits: torch.Tensor) -> int:
         """The highest-scored allowed token of a logits row (the lowest id among ties), as
@@ -129,25 +137,36 @@ class Matcher:
     # -- advancing -------------------------------------------------------------------------
     def accept_token(self, token_id: int) -> bool:
         """Advance by one token; False (and no change) if the grammar forbids it."""
-        node = self._node
-        if node.finished:
+        following = self._next(token_id)
+        if following is None:
             return False
+        self._node = following
+        return True
+
+    def _next(self, token_id: int) -> _History | None:
+        """The node after ``token_id`` (None: forbidden), computed once for the current node:
+        :meth:`allows` then :meth:`accept_token` of the same token advance only once."""
+        node = self._node
+        probe = self._probe
+        if probe is not None and probe[0] is node and probe[1] == token_id:
+            return probe[2]
+        following = self._advance(node, token_id)
+        self._probe = (node, token_id, following)
+        return following
+
+    def _advance(self, node: _History, token_id: int) -> _History | None:
+        if node.finished:
+            return None
         compiled = self.compiled
         vocab = compiled.vocabulary
         if not 0 <= token_id < vocab.size:
-            return False
+            return None
         state = node.state
         following = compiled.advance_token(state, token_id)
         if following is None and token_id in vocab.eos_ids:
             # End of sequence, unless a token reference in the grammar names this very token.
-            if not state.accepting:
-                return False
-            self._node = _History(state, node, finished=True)
-            return True
-        if following is None:
-            return False
-        self._node = _History(following, node)
-        return True
+            return _History(state, node, finished=True) if state.accepting else None
+        return None if following is None else _History(following, node)
 
     def accept_tokens(self, token_ids) -> int:
         """Accept tokens in order until one is forbidden; returns how many were accepted."""
@@ -171,5 +190,4 @@ class Matcher:
         """Canonical tokenization of the bytes every continuation must start with."""
         if self._node.finished:
             return []
-        forced = self._node.state.forced_bytes()
-        return self.compiled.vocabulary.encode_bytes(forced) if forced else []
+        return list(self.compiled.forced_tokens(self._node.state))

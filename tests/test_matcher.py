@@ -300,6 +300,10 @@ def test_forced_tokens_spell_the_forced_bytes(tokenizer_name: str) -> None:
         assert matcher.accept_tokens(ids) == len(ids)
     assert forced_texts == [b'{"name":"', b"", b',"tags":[', b"", b"}"]
     assert matcher.is_accepting()
+    again = matcher.compiled.matcher()  # the same states: forced tokens come from the cache
+    first = again.forced_tokens()
+    first.append(0)  # the caller's copy, not the cache's
+    assert again.forced_tokens() == vocab.encode_bytes(b'{"name":"')
 
 
 # -- padded vocabularies ------------------------------------------------------------------------
