@@ -26,7 +26,7 @@ from weakref import WeakValueDictionary
 
 import numpy as np
 
-from structspec.mask_trie import TokenTrie, set_words
+from structspec.mask_trie import TokenTrie, byte_mask, set_words
 from structspec.parse_state import Frame, ParseState, StackLimitError, close, frame
 from structspec.ruleset import ByteMoves, RuleSet
 from structspec.utf8 import utf8_sequences
@@ -38,19 +38,6 @@ MAX_CLOSED = 16  # run states a probed loop may wander through
 SCALAR_BELOW = 32  # live pairs under which a sweep finishes one node at a time (long tokens)
 DELEGATE_AT = 2048  # tokens below the nodes of one callee state, from which its run is delegated
 SUBRUN_CACHE_BYTES = 32 << 20  # per runner: delegated runs kept for reuse by other states
-
-
-def loop_words(state: ParseState) -> tuple[int, int]:
-    """The bytes on which every stack of ``state`` stays put (its top loops), as the two words
-    of :func:`~structspec.mask_trie.set_words`: a token whose rest is only such bytes is
-    consumed from ``state``."""
-    loops: set[int] | None = None
-    byte_next = state.rules.byte_next
-    for head in state.heads:
-        q = head.state
-        here = {b for b, target in byte_next[q].items() if target == q}
-        loops = here if loops is None else loops & here
-    return set_words(loops or set())
 
 
 def with_hole(rules: RuleSet) -> tuple[RuleSet, int]:
@@ -94,6 +81,7 @@ class StackRunner:
         self._representative = [int(np.flatnonzero(self.byte_class == c)[0]) for c in range(n_classes)]
         multibyte = utf8_sequences(((0x80, 0x10FFFF),))
         self._multibyte = [[np.unique(self.byte_class[lo : hi + 1]).tolist() for lo, hi in seq] for seq in multibyte]
+        self._self_loops: dict[int, int] = {}  # automaton state -> 256-bit mask of its self-loop bytes
         self._states: list[ParseState] = []
         self._ids: dict[ParseState, int] = {}
         self._starts: dict[int, int] = {}
@@ -330,8 +318,7 @@ class StackRunner:
         while True:
             broken = self._break_in_closure(state, allowed, utf8)
             if broken is None:
-                looping = np.isin(self.byte_class, sorted(allowed))
-                return set_words(set(np.flatnonzero(looping).tolist()), utf8)
+                return set_words(byte_mask(np.isin(self.byte_class, sorted(allowed))), utf8)
             if broken == "overflow":
                 return 0, 0
             if broken == "utf8":
@@ -398,7 +385,7 @@ class StackRunner:
             state, cls = divmod(pair, width)
             b = self._representative[cls]
             tops = tuple(
-                frame(rules, q, head.parent)
+                head if q == head.state else frame(rules, q, head.parent)  # a loop keeps its frame
                 for head in self._states[state].heads
                 if (q := byte_next[head.state].get(b)) is not None
             )
@@ -434,10 +421,25 @@ class StackRunner:
         self._states.append(state)
         self._ids[state] = found
         self._pops[found] = state.accepting
-        low, high = loop_words(state)
+        low, high = self._loop_words(state)
         self._loops[found] = (low, high)
         self._has_loop[found] = bool(low or high)
         return found
+
+
+    def _loop_words(self, state: ParseState) -> tuple[int, int]:
+        """The bytes on which every stack of ``state`` stays put (its top loops), as the two
+        words of :func:`~structspec.mask_trie.set_words`: a token whose rest is only such bytes
+        is consumed from ``state``. Each automaton state's self-loops are read off its row of
+        the class table once."""
+        loops = (1 << 256) - 1 if state.heads else 0
+        for head in state.heads:
+            q = head.state
+            mask = self._self_loops.get(q)
+            if mask is None:
+                mask = self._self_loops[q] = byte_mask(self.rules.class_table[q][self.byte_class] == q)
+            loops &= mask
+        return set_words(loops)
 
 
 def _chain(head: Frame) -> list[Frame]:

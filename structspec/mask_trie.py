@@ -60,17 +60,26 @@ class ScalarTrie:
         self.rest_high = memoryview(np.ascontiguousarray(trie.rest_sets[:, 1]))
 
 
-def set_words(byte_values: set[int], utf8_loops: bool = False) -> tuple[int, int]:
-    """The loop side of a subset test: bytes that keep a state where it is, as two 64-bit
-    words. Bit 0 needs NUL and every byte >= 0x80 (any byte string of them stays); bit 127
-    needs DEL and ``utf8_loops`` (every well-formed multi-byte character comes back)."""
-    value = sum(1 << b for b in byte_values if 0 < b < 127)
-    high = all(b in byte_values for b in range(128, 256))
-    if 0 in byte_values and high:
+ALL_HIGH = (1 << 128) - 1
+
+
+def set_words(byte_mask: int, utf8_loops: bool = False) -> tuple[int, int]:
+    """The loop side of a subset test: the bytes that keep a state where it is (bit ``b`` of
+    the 256-bit ``byte_mask`` for byte ``b``), as two 64-bit words. Bit 0 needs NUL and every
+    byte >= 0x80 (any byte string of them stays); bit 127 needs DEL and ``utf8_loops`` (every
+    well-formed multi-byte character comes back)."""
+    value = byte_mask & ((1 << 127) - 2)  # bytes 1..126 as they are
+    high = byte_mask >> 128 == ALL_HIGH
+    if byte_mask & 1 and high:
         value |= 1
-    if 127 in byte_values and (high or utf8_loops):
+    if byte_mask >> 127 & 1 and (high or utf8_loops):
         value |= 1 << 127
     return value & ((1 << 64) - 1), value >> 64
+
+
+def byte_mask(flags: np.ndarray) -> int:
+    """The 256-bit mask of a bool array over the bytes (bit ``b`` set where ``flags[b]``)."""
+    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
 
 
 @functools.lru_cache(maxsize=8)

@@ -20,7 +20,7 @@ from test_masks import _byte_vocabularies, _grammars, _random_walk, _tokenizer
 
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary, mask_runner
-from structspec.mask_trie import token_trie
+from structspec.mask_trie import byte_mask, set_words, token_trie
 
 
 @functools.cache
@@ -191,3 +191,23 @@ def test_callee_returning_inside_a_token_continues_in_its_caller(delegate_everyw
     for seed in range(8):
         _random_walk(compiled, seed, 6)
     assert compiled._runner._subruns, "no sweep was delegated"
+
+
+@given(st.sets(st.integers(0, 255)) | st.sets(st.integers(0, 255)).map(lambda s: s | set(range(128, 256))),
+       st.booleans())
+def test_loop_words_follow_their_definition(loop_bytes: set[int], utf8_loops: bool) -> None:
+    """Bits 1-126 are those bytes; bit 0 needs NUL and every byte >= 0x80; bit 127 needs DEL
+    and either every byte >= 0x80 or whole multi-byte characters."""
+    import numpy as np
+
+    flags = np.zeros(256, dtype=bool)
+    flags[sorted(loop_bytes)] = True
+    low, high = set_words(byte_mask(flags), utf8_loops)
+    value = low | high << 64
+    every_high = set(range(128, 256)) <= loop_bytes
+    expected = {b for b in loop_bytes if 0 < b < 127}
+    if 0 in loop_bytes and every_high:
+        expected.add(0)
+    if 127 in loop_bytes and (every_high or utf8_loops):
+        expected.add(127)
+    assert {b for b in range(128) if value >> b & 1} == expected
