@@ -63,14 +63,40 @@ def test_value_length_counts_back_to_the_last_delimiter(data: bytes, limit: int)
 
 
 def test_proposals_are_cut_where_the_grammar_forbids() -> None:
-    """The phone number is copied up to the newline, which a JSON string cannot hold raw."""
+    """Digits and plus signs only: the phone number is copied up to its first space."""
     pieces = [bytes([b]) for b in range(256)]
     vocab = Vocabulary.from_token_bytes([*pieces, b"44", b" 20", b" 7946", b" 0958", None], eos_ids=[260])
-    grammar = Grammar.from_gbnf(r'root ::= "{\"phone\":\"" [^"\n]* "\"}"')
+    grammar = Grammar.from_gbnf(r'root ::= "{\"phone\":\"" [0-9+]* "\"}"')
     matcher = compile_grammar(grammar, vocab).matcher()
     prefix = '{"phone":"+'
     assert matcher.accept_tokens([b for b in prefix.encode()]) == len(prefix)
     context = [*SOURCE, *prefix.encode()]
     tokens, qs = NgramDrafter(32, 3).propose(context, matcher, 16, Stats())
-    assert b"".join(vocab.token_bytes[t] for t in tokens) == b"44 20 7946 0958"
+    assert b"".join(vocab.token_bytes[t] for t in tokens) == b"44"
     assert qs == [None] * len(tokens)
+
+
+def test_a_value_copied_to_the_end_of_its_line_is_closed_with_what_the_grammar_forces() -> None:
+    """``Lily Stone`` ends its line in the text, and a JSON string cannot hold the line break:
+    the draft closes the value there and goes on with the forced ``","phone":"``."""
+    pieces = [bytes([b]) for b in range(256)]
+    vocab = Vocabulary.from_token_bytes([*pieces, b" Stone", b'","', b"phone", b'":"', None], eos_ids=[260])
+    grammar = Grammar.from_gbnf(r'root ::= "{\"name\":\"" [^"\n]* "\",\"phone\":\"" [^"\n]* "\"}"')
+    matcher = compile_grammar(grammar, vocab).matcher()
+    prefix = b'{"name":"Lily'
+    assert matcher.accept_tokens(list(prefix)) == len(prefix)
+    tokens, _ = NgramDrafter(32, 3).propose([*SOURCE, *prefix], matcher, 16, Stats())
+    assert b"".join(vocab.token_bytes[t] for t in tokens) == b' Stone","phone":"'
+    assert matcher.state.forced_bytes() == b""  # the draft left the matcher inside the phone value
+
+
+def test_a_line_break_the_value_may_not_end_at_is_not_closed() -> None:
+    """Where the grammar does not let the value end (a minimum length), nothing is closed."""
+    pieces = [bytes([b]) for b in range(256)]
+    vocab = Vocabulary.from_token_bytes([*pieces, None], eos_ids=[256])
+    grammar = Grammar.from_gbnf(r'root ::= "{\"name\":\"" [^"\n]{12,40} "\"}"')
+    matcher = compile_grammar(grammar, vocab).matcher()
+    prefix = b'{"name":"Lily'
+    assert matcher.accept_tokens(list(prefix)) == len(prefix)
+    tokens, _ = NgramDrafter(32, 3).propose([*SOURCE, *prefix], matcher, 16, Stats())
+    assert b"".join(vocab.token_bytes[t] for t in tokens) == b" Stone"  # cut at the line break

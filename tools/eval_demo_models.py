@@ -2,9 +2,10 @@
 
 For each held-out record the target decodes greedily under the record's JSON Schema; the output
 is checked against the schema (``jsonschema``) and field by field against the gold answer. The
-same record is then decoded speculatively with the draft model as the only draft source, which
-gives the draft's acceptance rate against the target (greedy speculative decoding must return
-the same text; a mismatch is counted and reported).
+same record is then decoded speculatively with the draft model as the only draft source, drafting
+as far as its acceptance warrants whatever it costs (``draft_cost=0``), which gives the draft's
+acceptance rate against the target (greedy speculative decoding must return the same text; a
+mismatch is counted and reported).
 
     python tools/eval_demo_models.py --corpus /tmp/demo/corpus --limit 200 --write-cards
 """
@@ -69,7 +70,7 @@ def evaluate(records: list[dict[str, Any]], generator: Generator, max_new_tokens
         if generator.draft_model is not None:
             start = time.perf_counter()
             spec = generator.generate(messages, record["schema"], max_new_tokens=max_new_tokens,
-                                      speculative=SpecConfig(sources=("draft",)))
+                                      speculative=SpecConfig(sources=("draft",), draft_cost=0.0))
             spec_s += time.perf_counter() - start
             drafted += spec.stats.drafted
             accepted += spec.stats.accepted

@@ -38,9 +38,13 @@ class NgramDrafter:
     Two refinements make the drafts worth verifying. The value being written (the bytes since
     the last ``"`` ``:`` ``,`` ``[`` or ``{``) is looked up even when shorter than ``min_bytes``,
     where it starts a word of the text: ``"+`` finds the phone number ``+44 20 ...`` of the
-    source. And only the continuation that all occurrences agree on is drafted: a suffix such
-    as ``e":"`` that ends many keys says nothing about the next value, and the round is
-    better left to the other sources than spent on a guess."""
+    source. Only the continuation that all occurrences agree on is drafted: a suffix such as
+    ``e":"`` that ends many keys says nothing about the next value, and the round is better
+    left to the other sources than spent on a guess. And a value copied up to the end of its
+    line in the text (``Phone: +44 20 7946 0958`` then a line break, which a JSON string
+    cannot hold) is drafted as ending there: its closing quote and the bytes the grammar forces
+    after it (``","city":"``) follow in the same draft, tokenized together as the model would
+    write them."""
 
     name = "ngram"
     free = True  # a lookup, negligible beside a model forward
@@ -57,10 +61,22 @@ class NgramDrafter:
         with stats.timing("draft"):
             data = self._bytes(context, vocabulary.token_bytes)
             span = agreed_continuation(data, self.lookup(data), self.span_bytes)
-            run = _encode_prefix(vocabulary, span)[:limit] if span else []
+            run = self._tokens(span, value_length(data, self.max_bytes), matcher)[:limit] if span else []
         with stats.timing("mask"):
             taken = matcher.accept_tokens(run)
         return run[:taken], [None] * taken
+
+    def _tokens(self, span: bytes, written: int, matcher: Matcher) -> list[int]:
+        """The tokens of ``span``: up to its first line break as a closed string value (when
+        the grammar allows the value to end there) with the forced bytes after it, else all
+        but the last token, which the span's end may have cut short."""
+        vocabulary = matcher.compiled.vocabulary
+        end = min((at for at in (span.find(b"\n"), span.find(b"\r")) if at >= 0), default=-1)
+        if end > 0 or (end == 0 and written):
+            closed = matcher.state.advance(span[:end] + b'"')
+            if closed is not None:
+                return vocabulary.encode_bytes(span[:end] + b'"' + closed.forced_bytes())
+        return _encode_prefix(vocabulary, span)
 
     def _bytes(self, context: list[int], token_bytes) -> bytes:
         """The context's text, reusing the part shared with the previous call."""
