@@ -35,7 +35,7 @@ class NgramDrafter:
     rather than token ids finds a value copied from the source text even where it tokenizes
     differently after a JSON quote than after a space.
 
-    Two refinements make the drafts worth verifying. The value being written (the bytes since
+    Three rules make the drafts worth verifying. The value being written (the bytes since
     the last ``"`` ``:`` ``,`` ``[`` or ``{``) is looked up even when shorter than ``min_bytes``,
     where it starts a word of the text: ``"+`` finds the phone number ``+44 20 ...`` of the
     source. Only the continuation that all occurrences agree on is drafted: a suffix such as
