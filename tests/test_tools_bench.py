@@ -29,3 +29,28 @@ def test_ttfm_steps_cover_the_whole_time() -> None:
 def test_ttfm_refused_schema_raises_the_schema_error() -> None:
     with pytest.raises(SchemaError):
         bench_ttfm.time_schema({"type": "strin"}, _byte_vocabulary())
+
+
+class _ByteTokenizer:
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return list(text.encode())
+
+
+def test_mask_profile_classifies_each_mask_by_its_work() -> None:
+    import profile_masks
+
+    import structspec
+    from structspec import Grammar
+
+    compiled = structspec.compile(Grammar.from_gbnf('root ::= "[" [a-z]+ ("," [a-z]+)* "]"'), _byte_vocabulary())
+    with profile_masks.Recorder() as recorder:
+        first = profile_masks._replay_text(compiled, "s", "[ab,cd]", _ByteTokenizer(), 400, recorder)
+        again = profile_masks._replay_text(compiled, "s", "[ab,cd]", _ByteTokenizer(), 400, recorder)
+    assert len(first) == len(again) == len("[ab,cd]")
+    assert first[0].kind == "first visit of an automaton state" and first[0].first_visits[0][0] == "root"
+    assert all(call.kind == "whole-state cache hit" for call in again)  # the same states, all cached
+    assert [call.before for call in first[:3]] == ["", "[", "[a"]
+    text = profile_masks.report(first + again, top=2)
+    assert text.startswith(f"{2 * len(first)} masks:") and "whole-state cache hit" in text
+    kinds = {call.kind for call in first + again}
+    assert len(text.splitlines()) == 1 + len(kinds) + 1 + 2  # summary, one line a kind, heading, slowest

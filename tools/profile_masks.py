@@ -1,0 +1,147 @@
+"""Where the slow token masks come from: a MaskBench replay that says what each slow mask did.
+
+    python tools/profile_masks.py [--sample 10] [--seed 0] [--max-tokens 400] [--top 30]
+
+The same replay as `tools/bench_masks.py` (stratified MaskBench sample, valid instances,
+compact JSON, Llama-3 tokenizer, structspec only, one process): before each token the mask is
+computed and timed. Each mask is classified by the work it took: a whole-state cache hit, a
+state whose automaton states were all visited before (an OR of cached local masks plus the
+context-dependent tokens run below), or the first visit of some automaton state (a sweep of the
+token trie). The slowest masks are listed with the text before them and, for each automaton
+state visited first, the rule it belongs to and the milliseconds its sweep took: the profile
+that shows what bounds the tail (docs/masks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _assets import compact_json, load_case, load_tokenizer, maskbench_files, stratified_sample
+
+import structspec
+from structspec.errors import SchemaError
+from structspec.grammar import Grammar
+from structspec.jsonschema import schema_to_gbnf
+from structspec.masks import CompiledGrammar
+from structspec.vocab import Vocabulary
+
+
+@dataclass
+class MaskCall:
+    """One timed mask and the first visits of automaton states it paid for."""
+
+    seconds: float
+    schema: str
+    before: str
+    first_visits: list[tuple[str, float]] = field(default_factory=list)  # (rule, seconds)
+    cached: bool = False
+
+    @property
+    def kind(self) -> str:
+        if self.first_visits:
+            return "first visit of an automaton state"
+        return "whole-state cache hit" if self.cached else "new state, local masks cached"
+
+
+class Recorder:
+    """Times ``CompiledGrammar.local_mask`` misses while a mask is computed."""
+
+    def __init__(self) -> None:
+        self.visits: list[tuple[str, float]] = []
+        self._compute_local = CompiledGrammar._compute_local
+
+    def __enter__(self) -> Recorder:
+        recorder, original = self, self._compute_local
+
+        def timed(compiled: CompiledGrammar, q: int) -> object:
+            start = time.perf_counter()
+            local = original(compiled, q)
+            rules = compiled.rules
+            recorder.visits.append((rules.rule_names[rules.rule_of[q]], time.perf_counter() - start))
+            return local
+
+        CompiledGrammar._compute_local = timed  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        CompiledGrammar._compute_local = self._compute_local  # type: ignore[method-assign]
+
+
+def replay(paths: list[Path], vocabulary: Vocabulary, tokenizer: object, max_tokens: int) -> list[MaskCall]:
+    """Every mask of every valid instance of the schemas that compile, in order."""
+    calls: list[MaskCall] = []
+    with Recorder() as recorder:
+        for path in paths:
+            case = load_case(path)
+            try:
+                compiled = structspec.compile(Grammar.from_gbnf(schema_to_gbnf(case.schema)), vocabulary)
+            except SchemaError:
+                continue
+            for instance in case.instances:
+                if instance.valid:
+                    calls += _replay_text(compiled, case.name, compact_json(instance.data), tokenizer, max_tokens,
+                                          recorder)
+    return calls
+
+
+def _replay_text(compiled: CompiledGrammar, name: str, text: str, tokenizer: object, max_tokens: int,
+                 recorder: Recorder) -> list[MaskCall]:
+    calls = []
+    matcher = compiled.matcher()
+    done = b""
+    for token in tokenizer.encode(text, add_special_tokens=False)[:max_tokens]:  # type: ignore[attr-defined]
+        cached = compiled.known_mask_words(matcher.state) is not None
+        recorder.visits = []
+        start = time.perf_counter()
+        matcher.mask_words()
+        seconds = time.perf_counter() - start
+        calls.append(MaskCall(seconds, name, done[-40:].decode("utf-8", "replace"), recorder.visits, cached))
+        if not matcher.accept_token(token):
+            break
+        done += compiled.vocabulary.token_bytes[token] or b""
+    return calls
+
+
+def report(calls: list[MaskCall], top: int) -> str:
+    """Quantiles, time by kind of mask, and the slowest masks."""
+    times = sorted(c.seconds for c in calls)
+    q = statistics.quantiles(times, n=100, method="inclusive") if len(times) > 1 else times * 99
+    lines = [f"{len(calls)} masks: p50 {q[49] * 1e6:.1f} µs, p90 {q[89] * 1e3:.2f} ms, p99 {q[98] * 1e3:.2f} ms, "
+             f"max {times[-1] * 1e3:.1f} ms, total {sum(times):.2f} s"]
+    kinds: dict[str, list[float]] = {}
+    for call in calls:
+        kinds.setdefault(call.kind, []).append(call.seconds)
+    for kind, seconds in sorted(kinds.items(), key=lambda item: -sum(item[1])):
+        lines.append(f"  {kind:<36} {len(seconds) / len(calls):6.1%} of masks, p50 "
+                     f"{statistics.median(seconds) * 1e3:8.3f} ms, total {sum(seconds):6.2f} s")
+    lines.append(f"slowest {top}: ms, schema, text before, first visits (rule ms)")
+    for call in sorted(calls, key=lambda c: -c.seconds)[:top]:
+        visits = " ".join(f"{rule} {seconds * 1e3:.1f}" for rule, seconds in call.first_visits if seconds > 1e-4)
+        lines.append(f"  {call.seconds * 1e3:7.1f}  {call.schema[:30]:<30} {call.before[-30:]!r:<34} {visits}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sample", type=int, default=10, help="stratified MaskBench sample size")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-tokens", type=int, default=400, help="tokens replayed per instance")
+    parser.add_argument("--top", type=int, default=30, help="slowest masks listed")
+    args = parser.parse_args(argv)
+    tokenizer = load_tokenizer("llama3")
+    vocabulary = Vocabulary.from_tokenizer(tokenizer)
+    paths = stratified_sample(maskbench_files(), args.sample, args.seed,
+                              lambda p: any(i.valid for i in load_case(p).instances))
+    print(report(replay(paths, vocabulary, tokenizer, args.max_tokens), args.top))
+
+
+if __name__ == "__main__":
+    main()
