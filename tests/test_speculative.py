@@ -28,7 +28,7 @@ from structspec import compile as compile_grammar
 from structspec.generation import Generator, SpecConfig
 from structspec.generation.budget import fits
 from structspec.generation.sampling import Sampling
-from structspec.generation.stats import Stats
+from structspec.generation.stats import SourceStats, Stats
 from structspec.generation.verify import verify
 
 __all__ = ["one_thread"]
@@ -313,6 +313,25 @@ def test_forward_cost_is_flat_until_two_sizes_were_seen() -> None:
     cost.add(1, 0.002)
     cost.add(1, 0.002)
     assert cost.base == pytest.approx(0.002) and cost.per_token == 0.0
+
+
+def test_a_round_credits_the_tokens_the_target_checked() -> None:
+    """Two forced tokens accepted, then the first n-gram token rejected: the n-gram tokens after
+    it were never checked and count as drafted only."""
+    from structspec.generation.chain import Draft, DraftChain
+    from structspec.generation.drafters import ForcedDrafter, NgramDrafter
+
+    chain = DraftChain([ForcedDrafter(), NgramDrafter(32, 3)], SpecConfig())
+    draft = Draft([1, 2, 3, 4, 5], ["forced", "forced", "ngram", "ngram", "ngram"], [None] * 5)
+    stats = Stats()
+    for name in draft.sources:
+        stats.sources.setdefault(name, SourceStats()).drafted += 1
+    chain.record(draft, 2, stats, 6, 0.01)
+    forced, ngram = stats.sources["forced"], stats.sources["ngram"]
+    assert (forced.drafted, forced.verified, forced.accepted) == (2, 2, 2)
+    assert (ngram.drafted, ngram.verified, ngram.accepted) == (3, 1, 0)
+    assert stats.acceptance_rate == pytest.approx(2 / 3)
+    assert chain.acceptance["ngram"].probability < 0.5 < chain.acceptance["forced"].probability
 
 
 def test_a_draft_model_token_is_priced_by_its_measured_cost_or_the_configured_one() -> None:

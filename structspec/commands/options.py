@@ -149,7 +149,8 @@ def print_stats(stats: Any) -> None:
     line = (
         f"structspec: stats: {stats.tokens} tokens in {total:.2f} s ({speed}), "
         f"{stats.tokens_per_forward:.2f} tokens per target forward, "
-        f"draft acceptance {stats.acceptance_rate:.0%} ({stats.accepted}/{stats.drafted}), stop: {stats.stop_reason}"
+        f"draft acceptance {stats.acceptance_rate:.0%} ({stats.accepted}/{stats.verified} checked, "
+        f"{stats.drafted} drafted), stop: {stats.stop_reason}"
     )
     print(line, file=sys.stderr)
 

@@ -93,8 +93,10 @@ class DraftChain:
         """Credit accepted tokens to their sources, update their acceptance, and the cost of
         the verifying forward (``fed`` tokens in ``target_seconds``)."""
         self.forward.add(fed, target_seconds)
-        for name in draft.sources[:accepted]:
-            stats.sources[name].accepted += 1
+        for i, name in enumerate(draft.sources[: accepted + 1]):
+            source = stats.sources[name]
+            source.verified += 1
+            source.accepted += i < accepted
         spans: dict[str, list[int]] = {}
         for i, name in enumerate(draft.sources):
             if i > accepted:

@@ -13,9 +13,11 @@ TIME_KEYS = ("mask", "draft", "target", "other")
 
 @dataclass
 class SourceStats:
-    """Draft tokens one source proposed and how many the target accepted."""
+    """Draft tokens one source proposed, how many the target checked (the accepted ones and
+    the first rejected: tokens after a rejection are never checked) and how many it accepted."""
 
     drafted: int = 0
+    verified: int = 0
     accepted: int = 0
 
 
@@ -26,7 +28,7 @@ class Stats:
     Attributes:
         tokens: tokens generated (an end-of-sequence token counts).
         target_forwards, draft_forwards: model calls.
-        sources: per draft source, drafted and accepted tokens.
+        sources: per draft source, drafted, verified and accepted tokens.
         seconds: time in grammar masks/advancing (``mask``), drafting (``draft``: draft
             model calls and n-gram lookup), the target model (``target``) and the rest
             (``other``); ``total`` is wall time.
@@ -51,14 +53,20 @@ class Stats:
         return sum(s.drafted for s in self.sources.values())
 
     @property
+    def verified(self) -> int:
+        """Draft tokens the target checked, all sources."""
+        return sum(s.verified for s in self.sources.values())
+
+    @property
     def accepted(self) -> int:
         """Draft tokens accepted, all sources."""
         return sum(s.accepted for s in self.sources.values())
 
     @property
     def acceptance_rate(self) -> float:
-        """Accepted over drafted (0 when nothing was drafted)."""
-        return self.accepted / self.drafted if self.drafted else 0.0
+        """Accepted over verified: the chance that the target accepts a draft token it checks,
+        whatever the draft lengths (0 when nothing was verified)."""
+        return self.accepted / self.verified if self.verified else 0.0
 
     @property
     def tokens_per_forward(self) -> float:
@@ -88,9 +96,11 @@ class Stats:
             "draft_forwards": self.draft_forwards,
             "tokens_per_forward": round(self.tokens_per_forward, 3),
             "drafted": self.drafted,
+            "verified": self.verified,
             "accepted": self.accepted,
             "acceptance_rate": round(self.acceptance_rate, 3),
-            "sources": {k: {"drafted": v.drafted, "accepted": v.accepted} for k, v in self.sources.items()},
+            "sources": {k: {"drafted": v.drafted, "verified": v.verified, "accepted": v.accepted}
+                        for k, v in self.sources.items()},
             "seconds": {k: round(v, 6) for k, v in self.seconds.items()},
             "budget_cuts": self.budget_cuts,
             "stop_reason": self.stop_reason,
