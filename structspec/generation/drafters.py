@@ -60,8 +60,9 @@ class NgramDrafter:
         vocabulary = matcher.compiled.vocabulary
         with stats.timing("draft"):
             data = self._bytes(context, vocabulary.token_bytes)
-            span = agreed_continuation(data, self.lookup(data), self.span_bytes)
-            run = self._tokens(span, value_length(data, self.max_bytes), matcher)[:limit] if span else []
+            written = value_length(data, self.max_bytes)
+            span = agreed_continuation(data, self.lookup(data, written), self.span_bytes)
+            run = self._tokens(span, written, matcher)[:limit] if span else []
         with stats.timing("mask"):
             taken = matcher.accept_tokens(run)
         return run[:taken], [None] * taken
@@ -88,13 +89,13 @@ class NgramDrafter:
             text.append(token_bytes[token_id] or b"")
         return b"".join(text)
 
-    def lookup(self, data: bytes) -> list[int]:
+    def lookup(self, data: bytes, written: int | None = None) -> list[int]:
         """Offsets just after the earlier occurrences of the longest matching suffix of
         ``data`` (the latest ``MAX_SCANNED``, latest first); a suffix shorter than
-        ``min_bytes`` counts only as the whole value being written, found where it starts a
-        word."""
+        ``min_bytes`` counts only as the whole value being written (``written`` bytes, see
+        :func:`value_length`), found where it starts a word."""
         size = len(data)
-        value = value_length(data, self.max_bytes)
+        value = value_length(data, self.max_bytes) if written is None else written
         length = min(self.min_bytes, value) if value else self.min_bytes
         longest = 0
         while length <= min(self.max_bytes, size - 1) and self._occurrences(data, length, 1):
