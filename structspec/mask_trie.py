@@ -63,16 +63,16 @@ class ScalarTrie:
 ALL_HIGH = (1 << 128) - 1
 
 
-def set_words(byte_mask: int, utf8_loops: bool = False) -> tuple[int, int]:
+def set_words(mask: int, utf8_loops: bool = False) -> tuple[int, int]:
     """The loop side of a subset test: the bytes that keep a state where it is (bit ``b`` of
-    the 256-bit ``byte_mask`` for byte ``b``), as two 64-bit words. Bit 0 needs NUL and every
-    byte >= 0x80 (any byte string of them stays); bit 127 needs DEL and ``utf8_loops`` (every
-    well-formed multi-byte character comes back)."""
-    value = byte_mask & ((1 << 127) - 2)  # bytes 1..126 as they are
-    high = byte_mask >> 128 == ALL_HIGH
-    if byte_mask & 1 and high:
+    the 256-bit ``mask`` for byte ``b``, see :func:`byte_mask`), as two 64-bit words. Bit 0
+    needs NUL and every byte >= 0x80 (any byte string of them stays); bit 127 needs DEL and
+    ``utf8_loops`` (every well-formed multi-byte character comes back)."""
+    value = mask & ((1 << 127) - 2)  # bytes 1..126 as they are
+    high = mask >> 128 == ALL_HIGH
+    if mask & 1 and high:
         value |= 1
-    if byte_mask >> 127 & 1 and (high or utf8_loops):
+    if mask >> 127 & 1 and (high or utf8_loops):
         value |= 1 << 127
     return value & ((1 << 64) - 1), value >> 64
 

@@ -125,7 +125,7 @@ def value_length(data: bytes, limit: int) -> int:
     """How many trailing bytes of ``data`` follow its last JSON delimiter (the value being
     written); all of the last ``limit`` bytes when none of them is one."""
     tail = data[-limit:]
-    return len(tail) - 1 - max(tail.rfind(VALUE_DELIMITERS[i : i + 1]) for i in range(len(VALUE_DELIMITERS)))
+    return len(tail) - 1 - max(tail.rfind(bytes([b])) for b in VALUE_DELIMITERS)
 
 
 def agreed_continuation(data: bytes, starts: list[int], span_bytes: int) -> bytes:
