@@ -71,9 +71,9 @@ def test_proposals_are_cut_where_the_grammar_forbids() -> None:
     prefix = '{"phone":"+'
     assert matcher.accept_tokens([b for b in prefix.encode()]) == len(prefix)
     context = [*SOURCE, *prefix.encode()]
-    tokens, qs = NgramDrafter(32, 3).propose(context, matcher, 16, Stats())
-    assert b"".join(vocab.token_bytes[t] for t in tokens) == b"44"
-    assert qs == [None] * len(tokens)
+    drafted = NgramDrafter(32, 3).propose(context, matcher, 16, Stats())
+    assert b"".join(vocab.token_bytes[t] for t in drafted.tokens) == b"44"
+    assert drafted.qs == [None] * len(drafted.tokens)
 
 
 def test_a_value_copied_to_the_end_of_its_line_is_closed_with_what_the_grammar_forces() -> None:
@@ -85,7 +85,7 @@ def test_a_value_copied_to_the_end_of_its_line_is_closed_with_what_the_grammar_f
     matcher = compile_grammar(grammar, vocab).matcher()
     prefix = b'{"name":"Lily'
     assert matcher.accept_tokens(list(prefix)) == len(prefix)
-    tokens, _ = NgramDrafter(32, 3).propose([*SOURCE, *prefix], matcher, 16, Stats())
+    tokens = NgramDrafter(32, 3).propose([*SOURCE, *prefix], matcher, 16, Stats()).tokens
     assert b"".join(vocab.token_bytes[t] for t in tokens) == b' Stone","phone":"'
     assert matcher.state.forced_bytes() == b""  # the draft left the matcher inside the phone value
 
@@ -98,5 +98,38 @@ def test_a_line_break_the_value_may_not_end_at_is_not_closed() -> None:
     matcher = compile_grammar(grammar, vocab).matcher()
     prefix = b'{"name":"Lily'
     assert matcher.accept_tokens(list(prefix)) == len(prefix)
-    tokens, _ = NgramDrafter(32, 3).propose([*SOURCE, *prefix], matcher, 16, Stats())
+    tokens = NgramDrafter(32, 3).propose([*SOURCE, *prefix], matcher, 16, Stats()).tokens
     assert b"".join(vocab.token_bytes[t] for t in tokens) == b" Stone"  # cut at the line break
+
+
+EVENT = b"Spring Fair on 2024-05-12 at the Town Hall park. Entry is free.\n"
+EVENT_GRAMMAR = r'root ::= "{\"title\":\"" [^"\n]* "\",\"date\":\"" [^"\n]* "\"}"'
+
+
+def branches_after(prefix: bytes, text: bytes = EVENT, limit: int = 6) -> tuple[bytes, list[tuple[int, bytes]]]:
+    """The main run and each branch (fork, bytes) the n-gram source drafts after ``prefix``."""
+    pieces = [bytes([b]) for b in range(256)]
+    vocab = Vocabulary.from_token_bytes([*pieces, b" Hall", b" park", b'","', b"date", b'":"', None], eos_ids=[261])
+    matcher = compile_grammar(Grammar.from_gbnf(EVENT_GRAMMAR), vocab).matcher()
+    assert matcher.accept_tokens(list(prefix)) == len(prefix)
+    drafted = NgramDrafter(32, 3).propose([*text, *prefix], matcher, limit, Stats())
+    spell = vocab.token_bytes
+    run = b"".join(spell[t] for t in drafted.tokens)
+    return run, [(fork, b"".join(spell[t] for t in tokens)) for fork, tokens in drafted.branches]
+
+
+def test_a_copied_value_may_end_at_each_word_end_of_the_text() -> None:
+    """After ``Town`` the text goes on `` Hall park. Entry``: the value may end before each
+    word that follows, closed with the forced ``","date":"`` as the model would write it."""
+    run, branches = branches_after(b'{"title":"Town')
+    assert run == b" Hall park. En"  # six tokens
+    assert branches == [(0, b'","date":"'), (1, b'","date":"'), (2, b'","date":"')]
+
+
+def test_punctuation_inside_a_word_is_no_word_end() -> None:
+    """``ben@park.org``: the dot is followed by a letter, so the value may end after ``org``
+    (then a space) and after ``now`` (then a line break, where the run closes it too)."""
+    run, branches = branches_after(b'{"title":"ben', b"mail ben@park.org now\n", limit=16)
+    assert run == b'@park.org now","date":"'
+    assert [fork for fork, _ in branches] == [len(b"@park.org"), len(b"@park.org now")]  # byte tokens
+

@@ -27,6 +27,7 @@ from structspec import Grammar, Vocabulary
 from structspec import compile as compile_grammar
 from structspec.generation import Generator, SpecConfig
 from structspec.generation.budget import fits
+from structspec.generation.chain import Draft
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import SourceStats, Stats
 from structspec.generation.verify import verify
@@ -225,9 +226,11 @@ def test_verify_one_step_is_exact_for_sampled_and_one_hot_drafts() -> None:
     for q in (q_model, None):
         counts: dict[tuple[int], int] = {}
         for _ in range(n):
-            draft = int(torch.multinomial(q_model, 1, generator=rng)) if q is not None else 2
-            accepted, token = verify(logits.clone(), [draft], [q], compiled.matcher(), sampling, rng, Stats())
-            first = draft if accepted else token
+            token = int(torch.multinomial(q_model, 1, generator=rng)) if q is not None else 2
+            draft = Draft()
+            draft.extend([token], [q], "draft" if q is not None else "ngram")
+            path, bonus = verify(logits.clone(), draft, compiled.matcher(), sampling, rng, Stats())
+            first = token if path else bonus
             counts[(first,)] = counts.get((first,), 0) + 1
         expected = {(i,): float(p[i]) for i in range(4)}
         assert _chi_square_p(counts, expected, n) > 1e-3
@@ -318,15 +321,17 @@ def test_forward_cost_is_flat_until_two_sizes_were_seen() -> None:
 def test_a_round_credits_the_tokens_the_target_checked() -> None:
     """Two forced tokens accepted, then the first n-gram token rejected: the n-gram tokens after
     it were never checked and count as drafted only."""
-    from structspec.generation.chain import Draft, DraftChain
+    from structspec.generation.chain import DraftChain
     from structspec.generation.drafters import ForcedDrafter, NgramDrafter
 
     chain = DraftChain([ForcedDrafter(), NgramDrafter(32, 3)], SpecConfig())
-    draft = Draft([1, 2, 3, 4, 5], ["forced", "forced", "ngram", "ngram", "ngram"], [None] * 5)
+    draft = Draft()
+    draft.extend([1, 2], [None] * 2, "forced")
+    draft.extend([3, 4, 5], [None] * 3, "ngram")
     stats = Stats()
     for name in draft.sources:
         stats.sources.setdefault(name, SourceStats()).drafted += 1
-    chain.record(draft, 2, stats, 6, 0.01)
+    chain.record(draft, [0, 1], stats, 6, 0.01)
     forced, ngram = stats.sources["forced"], stats.sources["ngram"]
     assert (forced.drafted, forced.verified, forced.accepted) == (2, 2, 2)
     assert (ngram.drafted, ngram.verified, ngram.accepted) == (3, 1, 0)

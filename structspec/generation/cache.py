@@ -30,6 +30,8 @@ class CachedModel:
         self.tokens: list[int] = []
         self._device = next(model.parameters()).device
         self._keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self.trees = tree_attention(model)
+        self._additive_mask = getattr(_text_config(model), "_attn_implementation", None) == "eager"
 
     def logits(self, sequence: list[int], n_out: int) -> torch.Tensor:
         """Float32 CPU logits ``[n_out, width]`` predicting the token after each of the last
@@ -51,14 +53,106 @@ class CachedModel:
                 **kwargs,
             )
         self.tokens.extend(feed)
-        logits = out.logits[0, -n_out:].float().cpu()
-        have = logits.shape[-1]
+        return self._rows(out.logits[0, -n_out:])
+
+
+    def tree_logits(self, sequence: list[int], nodes: list[int], parents: list[int]) -> torch.Tensor:
+        """Logits ``[1 + len(nodes), width]`` after ``sequence`` (row 0) and after each node of a
+        draft tree (row ``1 + i``), from one forward. Node ``i`` holds token ``nodes[i]`` and
+        follows node ``parents[i]`` (-1: the end of ``sequence``); parents come before their
+        children. Each node attends to ``sequence`` and its own ancestors only, at the position
+        of its depth, so its row equals what a linear feed of its branch would give. Call
+        :meth:`keep` with the accepted branch before the next forward."""
+        if all(parent == i - 1 for i, parent in enumerate(parents)):
+            return self.logits(sequence + nodes, len(nodes) + 1)
+        if not self.trees:
+            raise ValueError("this model's attention cannot take a draft tree (see tree_attention)")
+        keep = common_prefix(self.tokens, sequence, len(sequence) - 1)
+        if keep < len(self.tokens):
+            self.cache.crop(keep - len(self.tokens))
+            del self.tokens[keep:]
+        fed = len(sequence) - keep
+        depth: list[int] = []
+        for parent in parents:
+            depth.append(0 if parent < 0 else depth[parent] + 1)
+        size = fed + len(nodes)
+        allowed = torch.ones(size, keep + size, dtype=torch.bool).tril(keep)
+        for i, parent in enumerate(parents):  # a node sees the sequence, its ancestors and itself
+            row = allowed[fed + i]
+            row[keep + fed : keep + size] = False
+            row[keep + fed + i] = True
+            while parent >= 0:
+                row[keep + fed + parent] = True
+                parent = parents[parent]
+        positions = list(range(keep, len(sequence))) + [len(sequence) + d for d in depth]
+        kwargs = {"logits_to_keep": len(nodes) + 1} if self._keep_arg else {}
+        with torch.no_grad():
+            out = self.model(
+                input_ids=torch.tensor([sequence[keep:] + nodes], device=self._device),
+                attention_mask=self._mask(allowed),
+                position_ids=torch.tensor([positions], device=self._device),
+                past_key_values=self.cache,
+                use_cache=True,
+                **kwargs,
+            )
+        self.tokens.extend(sequence[keep:] + nodes)
+        return self._rows(out.logits[0, -(len(nodes) + 1) :])
+
+    def keep(self, length: int, path: list[int]) -> None:
+        """After :meth:`tree_logits` over a sequence of ``length`` tokens: keep in the cache
+        the sequence and the nodes of ``path`` (node indices, root first), dropping the rest.
+        Kept entries off the main line move into place; nothing before them is copied."""
+        if path != list(range(len(path))):
+            index = torch.tensor([length + i for i in path], device=self._device)
+            for layer in self.cache.layers:
+                layer.keys[..., length : length + len(path), :] = layer.keys.index_select(-2, index)
+                layer.values[..., length : length + len(path), :] = layer.values.index_select(-2, index)
+        kept = [self.tokens[length + i] for i in path]
+        if len(self.tokens) > length + len(path):
+            self.cache.crop(length + len(path) - len(self.tokens))
+        del self.tokens[length:]
+        self.tokens.extend(kept)
+
+    def _mask(self, allowed: torch.Tensor) -> torch.Tensor:
+        """``allowed`` as the 4-D mask the model's attention takes: boolean for SDPA, additive
+        for eager attention."""
+        allowed = allowed[None, None].to(self._device)
+        if not self._additive_mask:
+            return allowed
+        dtype = next(self.model.parameters()).dtype
+        additive = torch.zeros(allowed.shape, dtype=dtype, device=self._device)
+        return additive.masked_fill(~allowed, torch.finfo(dtype).min)
+
+    def _rows(self, logits: torch.Tensor) -> torch.Tensor:
+        logits = logits.float().cpu()
+        have, n_out = logits.shape[-1], logits.shape[0]
         if have > self.width:
             return logits[:, : self.width]
         if have < self.width:
             pad = logits.new_full((n_out, self.width - have), float("-inf"))
             return torch.cat([logits, pad], dim=-1)
         return logits
+
+
+def tree_attention(model: torch.nn.Module) -> bool:
+    """Whether ``model`` can verify a draft tree in one forward: its attention (SDPA or eager)
+    takes a custom 4-D mask and explicit positions, and every cache layer is a plain growing
+    one whose entries can be moved (no sliding windows)."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    cache = DynamicCache(config=model.config)
+    return (
+        getattr(_text_config(model), "_attn_implementation", None) in ("sdpa", "eager")
+        and "position_ids" in inspect.signature(model.forward).parameters
+        and bool(cache.layers)
+        and all(type(layer) is DynamicLayer for layer in cache.layers)
+    )
+
+
+def _text_config(model: torch.nn.Module):
+    config = model.config
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
 def common_prefix(a: list[int], b: list[int], limit: int) -> int:

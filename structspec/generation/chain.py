@@ -14,11 +14,51 @@ from structspec.matcher import Matcher
 
 @dataclass
 class Draft:
-    """Draft tokens, the source of each, and each one's draft distribution (``None``: one-hot)."""
+    """A tree of draft tokens verified by one target forward. Node ``i`` holds ``tokens[i]``,
+    drafted by ``sources[i]`` from ``qs[i]`` (``None``: deterministically) after node
+    ``parents[i]`` (-1: after the committed text); parents come before their children.
+
+    The sources extend one main line (``line``, node indices). Branches hang off it:
+    alternative endings the n-gram source proposes where a copied value may end (``forks``
+    holds each branch's first node). The children of a node with several are deterministic
+    drafts, so the target's own token picks among them (see
+    :func:`~structspec.generation.verify.verify`)."""
 
     tokens: list[int] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     qs: list[torch.Tensor | None] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    line: list[int] = field(default_factory=list)
+    forks: list[int] = field(default_factory=list)
+
+    def extend(self, tokens: list[int], qs: list, source: str, fork: int | None = None) -> None:
+        """Add ``tokens`` in a row: to the main line, or with ``fork`` as a branch after the
+        main line's first ``fork`` nodes."""
+        ahead = len(self.line) if fork is None else fork
+        parent = self.line[ahead - 1] if ahead else -1
+        if fork is not None and tokens:
+            self.forks.append(len(self.tokens))
+        for token, q in zip(tokens, qs, strict=True):
+            if fork is None:
+                self.line.append(len(self.tokens))
+            self.parents.append(parent)
+            parent = len(self.tokens)
+            self.tokens.append(token)
+            self.sources.append(source)
+            self.qs.append(q)
+
+    @property
+    def main(self) -> list[int]:
+        """The main line's tokens."""
+        return [self.tokens[i] for i in self.line]
+
+    def children(self) -> dict[int, list[int]]:
+        """Each node's children (-1: the root's), main-line child first."""
+        out: dict[int, list[int]] = {}
+        on_line = set(self.line)
+        for node, parent in sorted(enumerate(self.parents), key=lambda item: item[0] not in on_line):
+            out.setdefault(parent, []).append(node)
+        return out
 
 
 class DraftChain:
@@ -36,41 +76,60 @@ class DraftChain:
     for a model token; both are measured as the generation runs.
     """
 
-    def __init__(self, drafters: list, config: SpecConfig) -> None:
+    def __init__(self, drafters: list, config: SpecConfig, branching: bool = False) -> None:
         self.drafters = drafters
         self.config = config
+        self.branching = branching  # the target verifies draft trees (see CachedModel.tree_logits)
         self.acceptance = {d.name: Acceptance() for d in drafters}
+        self.branch_taken = Acceptance()  # how often a reached branch is the target's choice
         self.forward = ForwardCost()  # the target's verifying forward
 
     def draft(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Draft:
-        """A draft of at most ``limit`` tokens continuing ``context`` (``matcher`` is a copy of
-        the target's, advanced by the sources)."""
+        """A draft continuing ``context`` (``matcher`` is a copy of the target's, advanced by
+        the sources along the main line) whose branches are at most ``limit`` tokens deep."""
         result = Draft()
         quota = {d.name: self.config.max_per_source for d in self.drafters if d.name != "forced"}
         ranked = sorted(self.drafters, key=self._rank)
         round_ = _RoundValue()
         progress = True
-        while progress and len(result.tokens) < limit and not matcher.is_finished():
+        while progress and len(result.line) < limit and not matcher.is_finished():
             progress = False
             for drafter in ranked:
                 acceptance = self.acceptance[drafter.name].probability
                 price = self._price(drafter)
-                room = limit - len(result.tokens)
+                room = limit - len(result.line)
                 if drafter.name in quota:
                     room = min(room, quota[drafter.name], round_.worth(acceptance, price))
                 if room <= 0 or matcher.is_finished():
                     continue
-                tokens, qs = drafter.propose(context + result.tokens, matcher, room, stats)
+                proposal = drafter.propose(context + result.main, matcher, room, stats)
                 if drafter.name in quota:
-                    quota[drafter.name] -= len(tokens)
-                round_.add(len(tokens), acceptance, price)
-                result.tokens += tokens
-                result.qs += qs
-                result.sources += [drafter.name] * len(tokens)
-                progress = progress or bool(tokens)
+                    quota[drafter.name] -= len(proposal.tokens)
+                start, reach = len(result.line), round_.survival
+                round_.add(len(proposal.tokens), acceptance, price)
+                result.extend(proposal.tokens, proposal.qs, drafter.name)
+                for fork, tokens in proposal.branches:
+                    self._add_branch(result, start + fork, tokens, reach * acceptance**fork, round_, limit)
+                progress = progress or bool(proposal.tokens)
         for name in result.sources:
             stats.sources.setdefault(name, SourceStats()).drafted += 1
+        stats.branches += len(result.forks)
         return result
+
+    def _add_branch(
+        self, result: Draft, fork: int, tokens: list[int], reach: float, round_: _RoundValue, limit: int
+    ) -> None:
+        """Hang ``tokens`` off the main line after its first ``fork`` nodes when the branch fits
+        ``limit`` and raises expected tokens per cost: it is reached with probability ``reach``
+        and then taken as often as reached branches have been."""
+        if not self.branching or not tokens or fork + len(tokens) > limit:
+            return
+        parent = result.line[fork - 1] if fork else -1
+        if any(result.tokens[child] == tokens[0] for child in result.children().get(parent, [])):
+            return  # the same choice is drafted there already
+        price = self.forward.per_token / self.forward.base if self.forward.base else 0.0
+        if round_.branch(reach * self.branch_taken.probability, len(tokens), price):
+            result.extend(tokens, [None] * len(tokens), "ngram", fork=fork)
 
     def _rank(self, drafter) -> tuple[bool, float]:
         bonus = 0.2 if drafter.name == "forced" else 0.0  # taken whole: first unless clearly less accepted
@@ -89,22 +148,29 @@ class DraftChain:
         seconds = drafter.time_per_token.seconds
         return price + (seconds / base if seconds and base else drafter.prior_price)
 
-    def record(self, draft: Draft, accepted: int, stats: Stats, fed: int, target_seconds: float) -> None:
-        """Credit accepted tokens to their sources, update their acceptance, and the cost of
-        the verifying forward (``fed`` tokens in ``target_seconds``)."""
+    def record(self, draft: Draft, path: list[int], stats: Stats, fed: int, target_seconds: float) -> None:
+        """Credit the accepted nodes (``path``) to their sources, update the sources' acceptance
+        along the main line and how often reached branches were taken, and the cost of the
+        verifying forward (``fed`` tokens in ``target_seconds``)."""
         self.forward.add(fed, target_seconds)
-        for i, name in enumerate(draft.sources[: accepted + 1]):
-            source = stats.sources[name]
+        kept = set(path)
+        rejected = draft.children().get(path[-1] if path else -1, [])[:1]
+        for node in [*path, *rejected]:
+            source = stats.sources[draft.sources[node]]
             source.verified += 1
-            source.accepted += i < accepted
+            source.accepted += node in kept
         spans: dict[str, list[int]] = {}
-        for i, name in enumerate(draft.sources):
-            if i > accepted:
-                break  # never verified
-            passed, failed = spans.setdefault(name, [0, 0])
-            spans[name] = [passed + (i < accepted), failed + (i == accepted)]
+        for node in draft.line:
+            passed, failed = spans.setdefault(draft.sources[node], [0, 0])
+            spans[draft.sources[node]] = [passed + (node in kept), failed + (node not in kept)]
+            if node not in kept:
+                break  # the main line after it was never verified
         for name, (passed, failed) in spans.items():
             self.acceptance[name].update(passed, bool(failed))
+        for fork in draft.forks:
+            if draft.parents[fork] < 0 or draft.parents[fork] in kept:
+                self.branch_taken.update(int(fork in kept), fork not in kept)
+        stats.branches_taken += sum(fork in kept for fork in draft.forks)
 
 
 @dataclass
@@ -120,6 +186,16 @@ class _RoundValue:
             self.survival *= acceptance
             self.expected += self.survival
             self.cost += price
+
+    def branch(self, chance: float, count: int, price: float) -> bool:
+        """Whether a branch of ``count`` tokens at ``price`` each, all kept with probability
+        ``chance``, raises expected tokens per cost; counts it in when it does."""
+        gain = chance * count
+        if gain * self.cost <= self.expected * price * count:
+            return False
+        self.expected += gain
+        self.cost += price * count
+        return True
 
     def worth(self, acceptance: float, price: float) -> int:
         """How many tokens at ``price`` each raise expected tokens per cost, drafted next."""

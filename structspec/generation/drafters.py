@@ -4,6 +4,7 @@ along it; each keeps the matcher in step with what it adds and stops where the g
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import torch
 
@@ -14,6 +15,17 @@ from structspec.generation.stats import Stats
 from structspec.matcher import Matcher
 
 
+@dataclass
+class Proposal:
+    """What a source adds to the draft: ``tokens`` in a row (the matcher advanced along them),
+    each drafted from ``qs[i]`` (``None``: deterministically), and ``branches``: alternatives
+    ``(fork, tokens)`` to ``tokens[fork:]``, such as the end of a copied value."""
+
+    tokens: list[int] = field(default_factory=list)
+    qs: list[torch.Tensor | None] = field(default_factory=list)
+    branches: list[tuple[int, list[int]]] = field(default_factory=list)
+
+
 class ForcedDrafter:
     """Grammar-forced tokens: the canonical tokenization of the bytes every continuation
     starts with (keys, punctuation, enum tails)."""
@@ -21,11 +33,11 @@ class ForcedDrafter:
     name = "forced"
     free = True  # no model call
 
-    def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> tuple[list[int], list]:
+    def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Proposal:
         with stats.timing("mask"):
             tokens = matcher.forced_tokens()[:limit]
             taken = matcher.accept_tokens(tokens)
-        return tokens[:taken], [None] * taken
+        return Proposal(tokens[:taken], [None] * taken)
 
 
 class NgramDrafter:
@@ -56,16 +68,21 @@ class NgramDrafter:
         self._text: list[bytes] = []  # bytes of each context token, kept across rounds
         self._ids: list[int] = []
 
-    def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> tuple[list[int], list]:
+    def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Proposal:
         vocabulary = matcher.compiled.vocabulary
         with stats.timing("draft"):
             data = self._bytes(context, vocabulary.token_bytes)
             written = value_length(data, self.max_bytes)
-            span = agreed_continuation(data, self.lookup(data, written), self.span_bytes)
+            starts = self.lookup(data, written)
+            span = agreed_continuation(data, starts, self.span_bytes)
             run = self._tokens(span, written, matcher)[:limit] if span else []
         with stats.timing("mask"):
-            taken = matcher.accept_tokens(run)
-        return run[:taken], [None] * taken
+            start = matcher.state
+            run = run[: matcher.accept_tokens(run)]
+            if not run:  # the value as written may end where one of its occurrences ends a word
+                span = next((data[at : at + 2] for at in starts if ends_word(data[at : at + 2])), b"")
+            branches = value_ends(run, data[-written:] if written else b"", span, start, vocabulary)
+        return Proposal(run, [None] * len(run), branches)
 
     def _tokens(self, span: bytes, written: int, matcher: Matcher) -> list[int]:
         """The tokens of ``span``: up to its first line break as a closed string value (when
@@ -140,6 +157,38 @@ def agreed_continuation(data: bytes, starts: list[int], span_bytes: int) -> byte
     return low[:n]
 
 
+MAX_BRANCHES = 3  # value ends proposed per n-gram draft
+
+
+def ends_word(following: bytes) -> bool:
+    """Whether a word ends before ``following``: it starts with whitespace, or with
+    punctuation followed by whitespace or nothing more."""
+    first, second = following[:1], following[1:2]
+    return first.isspace() or (first in (b".", b",", b";", b":", b"!", b"?", b")") and (not second or second.isspace()))
+
+
+def value_ends(run: list[int], value: bytes, text: bytes, state, vocabulary) -> list[tuple[int, list[int]]]:
+    """Where a copied value may end instead of going on: the first ``MAX_BRANCHES`` word ends
+    (:func:`ends_word`) of ``text`` (the source text following the value's start ``value``)
+    along ``run`` where the grammar lets the string close, each as the branch
+    ``(fork, tokens)`` closing it after ``run[:fork]`` with the bytes the grammar forces after
+    it (``","date":"``). ``state`` is the parse state before ``run``."""
+    branches: list[tuple[int, list[int]]] = []
+    copied = b""
+    for fork in range(len(run) + 1):
+        if not text.startswith(copied):
+            break  # past the text: a value the run closed itself
+        if (value + copied)[-1:].isalnum() and ends_word(text[len(copied) :]):
+            closed = state.advance(copied + b'"')
+            if closed is not None:
+                branches.append((fork, vocabulary.encode_bytes(b'"' + closed.forced_bytes())))
+                if len(branches) == MAX_BRANCHES:
+                    break
+        if fork < len(run):
+            copied += vocabulary.token_bytes[run[fork]] or b""
+    return branches
+
+
 def _encode_prefix(vocabulary, span: bytes) -> list[int]:
     """Tokens of ``span`` less its last token, which may be cut short by the span's end."""
     try:
@@ -163,7 +212,7 @@ class ModelDrafter:
         self.time_per_token = CallTime()
         self.prior_price = prior_price  # a token's cost in target forwards until measured
 
-    def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> tuple[list[int], list]:
+    def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Proposal:
         start = time.perf_counter()
         tokens: list[int] = []
         qs: list[torch.Tensor | None] = []
@@ -187,4 +236,4 @@ class ModelDrafter:
             qs.append(q)
         if tokens:
             self.time_per_token.add((time.perf_counter() - start) / len(tokens))
-        return tokens, qs
+        return Proposal(tokens, qs)

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from structspec.generation.cache import CachedModel, logits_width
+from structspec.generation.cache import CachedModel, logits_width, tree_attention
 from structspec.generation.chain import DraftChain
 from structspec.generation.config import SpecConfig
 from structspec.generation.constraint import Constraint, to_constraint
@@ -68,6 +68,7 @@ class Generator:
             draft_vocabulary(self.vocabulary, draft_tokenizer or tokenizer, logits_width(draft_model))
         self._compiled: OrderedDict[Any, tuple[Constraint, CompiledGrammar]] = OrderedDict()
         self._cache_size = cache_size
+        self._tree_attention = tree_attention(self.model)
 
     def compile(self, constraint: Any) -> tuple[Constraint, CompiledGrammar]:
         """The constraint read as a grammar and compiled for this vocabulary (cached)."""
@@ -134,7 +135,7 @@ class Generator:
             else:
                 runner = CachedModel(self.draft_model, self.vocabulary.size)
                 drafters.append(ModelDrafter(runner, sampling, rng, _size(self.draft_model) / _size(self.model)))
-        return DraftChain(drafters, config)
+        return DraftChain(drafters, config, branching=self._tree_attention)
 
 
 @dataclass

@@ -41,13 +41,14 @@ def decode(
         draft = chain.draft(sequence, matcher.copy(), min(room, max_draft), stats) if chain and room else Draft()
         before = stats.seconds["target"]
         with stats.timing("target"):
-            logits = target.logits(sequence + draft.tokens, len(draft.tokens) + 1)
+            logits = target.tree_logits(sequence, draft.tokens, draft.parents)
         stats.target_forwards += 1
         left = max_new_tokens - produced if guarded else None
-        accepted, token = verify(logits, draft.tokens, draft.qs, matcher, sampling, rng, stats, left)
+        path, token = verify(logits, draft, matcher, sampling, rng, stats, left)
+        target.keep(len(sequence), path)
         if chain is not None:
-            chain.record(draft, accepted, stats, len(draft.tokens) + 1, stats.seconds["target"] - before)
-        committed = draft.tokens[:accepted] if token is None else [*draft.tokens[:accepted], token]
+            chain.record(draft, path, stats, len(draft.tokens) + 1, stats.seconds["target"] - before)
+        committed = [draft.tokens[node] for node in path] + ([] if token is None else [token])
         sequence += committed
         produced += len(committed)
         stats.tokens = produced

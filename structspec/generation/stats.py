@@ -29,6 +29,8 @@ class Stats:
         tokens: tokens generated (an end-of-sequence token counts).
         target_forwards, draft_forwards: model calls.
         sources: per draft source, drafted, verified and accepted tokens.
+        branches, branches_taken: alternative endings of copied values drafted beside the main
+            draft line (see ``structspec.generation.chain.Draft``), and those the target took.
         seconds: time in grammar masks/advancing (``mask``), drafting (``draft``: draft
             model calls and n-gram lookup), the target model (``target``) and the rest
             (``other``); ``total`` is wall time.
@@ -43,6 +45,8 @@ class Stats:
     target_forwards: int = 0
     draft_forwards: int = 0
     sources: dict[str, SourceStats] = field(default_factory=dict)
+    branches: int = 0
+    branches_taken: int = 0
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys((*TIME_KEYS, "total"), 0.0))
     budget_cuts: int = 0
     stop_reason: str = ""
@@ -101,6 +105,8 @@ class Stats:
             "acceptance_rate": round(self.acceptance_rate, 3),
             "sources": {k: {"drafted": v.drafted, "verified": v.verified, "accepted": v.accepted}
                         for k, v in self.sources.items()},
+            "branches": self.branches,
+            "branches_taken": self.branches_taken,
             "seconds": {k: round(v, 6) for k, v in self.seconds.items()},
             "budget_cuts": self.budget_cuts,
             "stop_reason": self.stop_reason,

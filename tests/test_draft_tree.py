@@ -1,0 +1,149 @@
+"""Draft trees: one target forward verifies a main draft line and the branches hung off it.
+
+* The forward: each node's logits row equals what a linear feed of its branch gives, for SDPA
+  and eager attention, and keeping an accepted branch leaves the cache as if that branch had
+  been fed alone.
+* Verification: the target's token picks among deterministic children, so committed tokens
+  are distributed as plain masked sampling (chi-square, rejecting at p < 1e-3 with a fixed seed).
+* End to end on the bundled demo model: greedy decoding with branches is token-identical to
+  plain decoding, and branches ending copied values are taken.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny_models import one_thread
+
+from structspec import Grammar, Vocabulary
+from structspec import compile as compile_grammar
+from structspec.generation.cache import CachedModel, tree_attention
+from structspec.generation.chain import Draft
+from structspec.generation.sampling import Sampling
+from structspec.generation.stats import Stats
+from structspec.generation.verify import verify
+
+__all__ = ["one_thread"]
+
+VOCAB = 64
+
+
+def _model(attention: str):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                         attn_implementation=attention)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).eval()
+
+
+def _linear(model, sequence: list[int]) -> torch.Tensor:
+    """The logits after the last token of ``sequence``, from a fresh cache."""
+    return CachedModel(model, VOCAB).logits(sequence, 1)[0]
+
+
+# Nodes: 0 -> 1 -> 2 on the main line; 3 -> 4 off node 0; 5 off the root.
+TOKENS = [11, 12, 13, 21, 22, 31]
+PARENTS = [-1, 0, 1, 0, 3, -1]
+BRANCHES = {0: [0], 1: [0, 1], 2: [0, 1, 2], 3: [0, 3], 4: [0, 3, 4], 5: [5]}
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_each_node_sees_its_own_branch_only(attention: str) -> None:
+    model = _model(attention)
+    assert tree_attention(model)
+    sequence = [3, 9, 27, 17, 51, 25, 7]
+    runner = CachedModel(model, VOCAB)
+    runner.logits(sequence[:4], 1)  # part of the sequence is cached already
+    rows = runner.tree_logits(sequence, TOKENS, PARENTS)
+    assert torch.allclose(rows[0], _linear(model, sequence), atol=1e-5)
+    for node, path in BRANCHES.items():
+        expected = _linear(model, sequence + [TOKENS[i] for i in path])
+        assert torch.allclose(rows[1 + node], expected, atol=1e-5), node
+
+
+@pytest.mark.parametrize("path", [[0, 3, 4], [5], [0, 1], []])
+def test_keeping_a_branch_leaves_the_cache_as_if_it_alone_was_fed(path: list[int]) -> None:
+    model = _model("sdpa")
+    sequence = [3, 9, 27, 17, 51]
+    runner = CachedModel(model, VOCAB)
+    runner.tree_logits(sequence, TOKENS, PARENTS)
+    runner.keep(len(sequence), path)
+    committed = sequence + [TOKENS[i] for i in path] + [40]
+    assert runner.tokens == committed[:-1]
+    after = runner.logits(committed, 1)[0]
+    assert runner.tokens == committed
+    assert torch.allclose(after, _linear(model, committed), atol=1e-5)
+
+
+def test_a_model_with_sliding_window_layers_takes_no_tree() -> None:
+    from transformers import MistralConfig, MistralForCausalLM
+
+    config = MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, sliding_window=16)
+    assert not tree_attention(MistralForCausalLM(config))
+
+
+def _chi_square_p(counts: dict, expected: dict[tuple, float], n: int) -> float:
+    from scipy.stats import chisquare
+
+    keys = [k for k, p in expected.items() if p > 0]
+    assert set(counts) <= set(keys), set(counts) - set(keys)
+    total = sum(expected[k] for k in keys)  # 1 up to float32 rounding
+    observed = [counts.get(k, 0) for k in keys]
+    return float(chisquare(observed, [expected[k] / total * n for k in keys]).pvalue)
+
+
+def test_the_target_token_picks_the_child_so_samples_follow_the_masked_target() -> None:
+    """Root children ``a`` (then ``b``) and ``c``: the first token is drawn from the root's
+    masked row, and after ``a`` or ``c`` the second from that node's row; the walk stops
+    after a first token no child drafted."""
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"d", b"e", None], eos_ids=[5])
+    compiled = compile_grammar(Grammar.from_gbnf("root ::= [a-d] [a-e]"), vocab)
+    sampling = Sampling(temperature=1.0)
+    draft = Draft()
+    draft.extend([0, 1], [None, None], "ngram")
+    draft.extend([2], [None], "ngram", fork=0)
+    logits = torch.tensor([[1.0, 0.2, 0.5, 0.7, 3.0, 0.0],  # root (e is masked: [a-d] first)
+                           [0.1, 2.0, -1.0, 0.3, 0.4, 0.0],  # after a
+                           [0.0] * 6,  # after a b: the grammar is done
+                           [1.5, -0.5, 0.2, 0.9, 0.0, 0.0]])  # after c
+    first = sampling.probs(compiled.matcher().apply_mask(logits[0].clone()))
+    matcher = compiled.matcher()
+    matcher.accept_token(0)
+    after_a = sampling.probs(matcher.apply_mask(logits[1].clone()))
+    matcher = compiled.matcher()
+    matcher.accept_token(2)
+    after_c = sampling.probs(matcher.apply_mask(logits[3].clone()))
+    expected = {(x, None): float(first[x]) for x in (1, 3)}
+    expected.update({(0, y): float(first[0] * after_a[y]) for y in range(5)})
+    expected.update({(2, y): float(first[2] * after_c[y]) for y in range(5)})
+    rng = torch.Generator().manual_seed(1)
+    counts: dict[tuple, int] = {}
+    n = 6000
+    for _ in range(n):
+        path, token = verify(logits.clone(), draft, compiled.matcher(), sampling, rng, Stats())
+        tokens = [draft.tokens[node] for node in path] + ([] if token is None else [token])
+        key = (tokens[0], tokens[1] if len(tokens) > 1 else None)
+        counts[key] = counts.get(key, 0) + 1
+    assert _chi_square_p(counts, expected, n) > 1e-3
+
+
+def test_greedy_decoding_with_branches_is_token_identical_on_the_demo_model() -> None:
+    from structspec.generation import Generator, SpecConfig
+    from structspec.models import load
+    from structspec.models.prompt import extraction_messages
+
+    model, tok = load("demo")
+    schema = {"type": "object", "properties": {"title": {"type": "string"}, "date": {"type": "string"},
+              "venue": {"type": "string"}, "free": {"type": "boolean"}},
+              "required": ["title", "date", "venue", "free"], "additionalProperties": False}
+    text = "Spring Garden Fair on 2024-05-12 at the Town Hall park. Entry is free for everyone."
+    gen = Generator(model, tok)
+    prompt = extraction_messages(text, schema)
+    plain = gen.generate(prompt, schema, max_new_tokens=64)
+    spec = gen.generate(prompt, schema, max_new_tokens=64, speculative=SpecConfig(sources=("forced", "ngram")))
+    assert spec.token_ids == plain.token_ids
+    assert spec.stats.branches_taken > 0
+    assert spec.stats.tokens_per_forward > 2.5
