@@ -186,6 +186,17 @@ class Matcher:
             node = node.previous
         self._node = node
 
+    def recent_states(self, n: int) -> list[ParseState]:
+        """The states before and after each of the last ``n`` accepted tokens, oldest first
+        (``n + 1`` of them; the last is :attr:`state`)."""
+        if not 0 <= n <= self._node.length:
+            raise ValueError(f"cannot look back {n} tokens: only {self._node.length} were accepted")
+        node, states = self._node, []
+        for _ in range(n + 1):
+            states.append(node.state)
+            node = node.previous
+        return states[::-1]
+
     def forced_tokens(self) -> list[int]:
         """Canonical tokenization of the bytes every continuation must start with."""
         if self._node.finished:

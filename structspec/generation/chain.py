@@ -125,7 +125,7 @@ class DraftChain:
         if not self.branching or not tokens or fork + len(tokens) > limit:
             return
         parent = result.line[fork - 1] if fork else -1
-        if any(result.tokens[child] == tokens[0] for child in result.children().get(parent, [])):
+        if any(result.tokens[n] == tokens[0] and result.parents[n] == parent for n in range(len(result.tokens))):
             return  # the same choice is drafted there already
         price = self.forward.per_token / self.forward.base if self.forward.base else 0.0
         if round_.branch(reach * self.branch_taken.probability, len(tokens), price):

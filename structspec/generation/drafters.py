@@ -4,6 +4,7 @@ along it; each keeps the matcher in step with what it adds and stops where the g
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -67,6 +68,15 @@ class NgramDrafter:
         self.span_bytes = span_bytes
         self._text: list[bytes] = []  # bytes of each context token, kept across rounds
         self._ids: list[int] = []
+        self._closings: dict[bytes, list[int]] = {}
+
+    def _closing(self, closed: bytes, vocabulary) -> list[int]:
+        """The tokens of a value's closing bytes (a quote and what the grammar forces after
+        it), remembered: the same few recur all through a generation."""
+        tokens = self._closings.get(closed)
+        if tokens is None:
+            tokens = self._closings[closed] = vocabulary.encode_bytes(closed)
+        return tokens
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Proposal:
         vocabulary = matcher.compiled.vocabulary
@@ -77,11 +87,13 @@ class NgramDrafter:
             span = agreed_continuation(data, starts, self.span_bytes)
             run = self._tokens(span, written, matcher)[:limit] if span else []
         with stats.timing("mask"):
-            start = matcher.state
             run = run[: matcher.accept_tokens(run)]
             if not run:  # the value as written may end where one of its occurrences ends a word
                 span = next((data[at : at + 2] for at in starts if ends_word(data[at : at + 2])), b"")
-            branches = value_ends(run, data[-written:] if written else b"", span, start, vocabulary)
+            value = data[-written:] if written else b""
+            states = matcher.recent_states(len(run))
+            closing = lambda closed: self._closing(closed, vocabulary)  # noqa: E731
+            branches = value_ends(run, value, span, states, vocabulary.token_bytes, closing)
         return Proposal(run, [None] * len(run), branches)
 
     def _tokens(self, span: bytes, written: int, matcher: Matcher) -> list[int]:
@@ -167,25 +179,28 @@ def ends_word(following: bytes) -> bool:
     return first.isspace() or (first in (b".", b",", b";", b":", b"!", b"?", b")") and (not second or second.isspace()))
 
 
-def value_ends(run: list[int], value: bytes, text: bytes, state, vocabulary) -> list[tuple[int, list[int]]]:
+def value_ends(
+    run: list[int], value: bytes, text: bytes, states: list, token_bytes: list, encode: Callable[[bytes], list[int]]
+) -> list[tuple[int, list[int]]]:
     """Where a copied value may end instead of going on: the first ``MAX_BRANCHES`` word ends
     (:func:`ends_word`) of ``text`` (the source text following the value's start ``value``)
     along ``run`` where the grammar lets the string close, each as the branch
     ``(fork, tokens)`` closing it after ``run[:fork]`` with the bytes the grammar forces after
-    it (``","date":"``). ``state`` is the parse state before ``run``."""
+    it (``","date":"``). ``states[f]`` is the parse state after ``run[:f]``;
+    ``token_bytes`` spells tokens and ``encode`` tokenizes a closing."""
     branches: list[tuple[int, list[int]]] = []
     copied = b""
     for fork in range(len(run) + 1):
         if not text.startswith(copied):
             break  # past the text: a value the run closed itself
         if (value + copied)[-1:].isalnum() and ends_word(text[len(copied) :]):
-            closed = state.advance(copied + b'"')
+            closed = states[fork].advance(b'"')
             if closed is not None:
-                branches.append((fork, vocabulary.encode_bytes(b'"' + closed.forced_bytes())))
+                branches.append((fork, encode(b'"' + closed.forced_bytes())))
                 if len(branches) == MAX_BRANCHES:
                     break
         if fork < len(run):
-            copied += vocabulary.token_bytes[run[fork]] or b""
+            copied += token_bytes[run[fork]] or b""
     return branches
 
 
