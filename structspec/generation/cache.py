@@ -73,17 +73,15 @@ class CachedModel:
             del self.tokens[keep:]
         fed = len(sequence) - keep
         depth: list[int] = []
-        for parent in parents:
+        seen = torch.zeros(len(nodes), len(nodes), dtype=torch.bool)  # node i sees node j
+        for i, parent in enumerate(parents):
+            if parent >= 0:
+                seen[i] = seen[parent]
+            seen[i, i] = True
             depth.append(0 if parent < 0 else depth[parent] + 1)
         size = fed + len(nodes)
         allowed = torch.ones(size, keep + size, dtype=torch.bool).tril(keep)
-        for i, parent in enumerate(parents):  # a node sees the sequence, its ancestors and itself
-            row = allowed[fed + i]
-            row[keep + fed : keep + size] = False
-            row[keep + fed + i] = True
-            while parent >= 0:
-                row[keep + fed + parent] = True
-                parent = parents[parent]
+        allowed[fed:, keep + fed :] = seen  # and every node sees the whole sequence
         positions = list(range(keep, len(sequence))) + [len(sequence) + d for d in depth]
         kwargs = {"logits_to_keep": len(nodes) + 1} if self._keep_arg else {}
         with torch.no_grad():
