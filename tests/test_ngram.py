@@ -106,8 +106,10 @@ EVENT = b"Spring Fair on 2024-05-12 at the Town Hall park. Entry is free.\n"
 EVENT_GRAMMAR = r'root ::= "{\"title\":\"" [^"\n]* "\",\"date\":\"" [^"\n]* "\"}"'
 
 
-def branches_after(prefix: bytes, text: bytes = EVENT, limit: int = 6) -> tuple[bytes, list[tuple[int, bytes]]]:
-    """The main run and each branch (fork, bytes) the n-gram source drafts after ``prefix``."""
+def branches_after(
+    prefix: bytes, text: bytes = EVENT, limit: int = 6, kind: str = "end"
+) -> tuple[bytes, list[tuple[int, bytes]]]:
+    """The main run and each branch of ``kind`` (fork, bytes) the n-gram source drafts after ``prefix``."""
     pieces = [bytes([b]) for b in range(256)]
     vocab = Vocabulary.from_token_bytes([*pieces, b" Hall", b" park", b'","', b"date", b'":"', None], eos_ids=[261])
     matcher = compile_grammar(Grammar.from_gbnf(EVENT_GRAMMAR), vocab).matcher()
@@ -115,7 +117,8 @@ def branches_after(prefix: bytes, text: bytes = EVENT, limit: int = 6) -> tuple[
     drafted = NgramDrafter(32, 3).propose([*text, *prefix], matcher, limit, Stats())
     spell = vocab.token_bytes
     run = b"".join(spell[t] for t in drafted.tokens)
-    return run, [(fork, b"".join(spell[t] for t in tokens)) for fork, tokens in drafted.branches]
+    spelled = [(b.fork, b"".join(spell[t] for t in b.tokens)) for b in drafted.branches if b.kind == kind]
+    return run, spelled
 
 
 def test_a_copied_value_may_end_at_each_word_end_of_the_text() -> None:
@@ -133,3 +136,17 @@ def test_punctuation_inside_a_word_is_no_word_end() -> None:
     assert run == b'@park.org now","date":"'
     assert [fork for fork, _ in branches] == [len(b"@park.org"), len(b"@park.org now")]  # byte tokens
 
+
+
+def test_continuations_the_text_disagrees_on_are_drafted_side_by_side() -> None:
+    """``L`` starts both ``Lily Stone`` and ``Leeds``: nothing is agreed, so the draft line is
+    empty and each continuation is a branch, up to where the grammar's string ends it."""
+    text = b"Name: Lily Stone\nCity: Leeds\n"
+    run, branches = branches_after(b'{"title":"L', text, limit=16, kind="alternative")
+    assert run == b""
+    assert branches == [(0, b'eeds","date":"'), (0, b'ily Stone","date":"')]  # latest first
+
+
+def test_many_different_continuations_are_not_drafted() -> None:
+    text = b"Tea: green\nTime: now\nTown: Leeds\nTub: blue\n"  # four ways on after T
+    assert branches_after(b'{"title":"T', text, limit=16, kind="alternative") == (b"", [])

@@ -8,6 +8,7 @@ import torch
 
 from structspec.generation.adaptive import Acceptance, ForwardCost
 from structspec.generation.config import SpecConfig
+from structspec.generation.drafters import BRANCH_KINDS, Branch
 from structspec.generation.stats import SourceStats, Stats
 from structspec.matcher import Matcher
 
@@ -18,26 +19,26 @@ class Draft:
     drafted by ``sources[i]`` from ``qs[i]`` (``None``: deterministically) after node
     ``parents[i]`` (-1: after the committed text); parents come before their children.
 
-    The sources extend one main line (``line``, node indices). Branches hang off it:
-    alternative endings the n-gram source proposes where a copied value may end (``forks``
-    holds each branch's first node). The children of a node with several are deterministic
-    drafts, so the target's own token picks among them (see
-    :func:`~structspec.generation.verify.verify`)."""
+    The sources extend one main line (``line``, node indices). Branches hang off it: what the
+    n-gram source proposes to try instead, where a copied value may end or where the text goes
+    on in more than one way (``forks`` maps each branch's first node to its kind). The
+    children of a node with several are deterministic drafts, so the target's own token picks
+    among them (see :func:`~structspec.generation.verify.verify`)."""
 
     tokens: list[int] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     qs: list[torch.Tensor | None] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
     line: list[int] = field(default_factory=list)
-    forks: list[int] = field(default_factory=list)
+    forks: dict[int, str] = field(default_factory=dict)
 
-    def extend(self, tokens: list[int], qs: list, source: str, fork: int | None = None) -> None:
-        """Add ``tokens`` in a row: to the main line, or with ``fork`` as a branch after the
-        main line's first ``fork`` nodes."""
+    def extend(self, tokens: list[int], qs: list, source: str, fork: int | None = None, kind: str = "") -> None:
+        """Add ``tokens`` in a row: to the main line, or with ``fork`` as a branch of ``kind``
+        after the main line's first ``fork`` nodes."""
         ahead = len(self.line) if fork is None else fork
         parent = self.line[ahead - 1] if ahead else -1
         if fork is not None and tokens:
-            self.forks.append(len(self.tokens))
+            self.forks[len(self.tokens)] = kind
         for token, q in zip(tokens, qs, strict=True):
             if fork is None:
                 self.line.append(len(self.tokens))
@@ -81,7 +82,7 @@ class DraftChain:
         self.config = config
         self.branching = branching  # the target verifies draft trees (see CachedModel.tree_logits)
         self.acceptance = {d.name: Acceptance() for d in drafters}
-        self.branch_taken = Acceptance()  # how often a reached branch is the target's choice
+        self.branch_taken = {kind: Acceptance() for kind in BRANCH_KINDS}  # how often a reached branch is taken
         self.forward = ForwardCost()  # the target's verifying forward
 
     def draft(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Draft:
@@ -108,8 +109,8 @@ class DraftChain:
                 start, reach = len(result.line), round_.survival
                 round_.add(len(proposal.tokens), acceptance, price)
                 result.extend(proposal.tokens, proposal.qs, drafter.name)
-                for fork, tokens in proposal.branches:
-                    self._add_branch(result, start + fork, tokens, reach * acceptance**fork, round_, limit)
+                for branch in proposal.branches:
+                    self._add_branch(result, start, branch, reach * acceptance**branch.fork, round_, limit)
                 progress = progress or bool(proposal.tokens)
         for name in result.sources:
             stats.sources.setdefault(name, SourceStats()).drafted += 1
@@ -117,19 +118,21 @@ class DraftChain:
         return result
 
     def _add_branch(
-        self, result: Draft, fork: int, tokens: list[int], reach: float, round_: _RoundValue, limit: int
+        self, result: Draft, start: int, branch: Branch, reach: float, round_: _RoundValue, limit: int
     ) -> None:
-        """Hang ``tokens`` off the main line after its first ``fork`` nodes when the branch fits
-        ``limit`` and raises expected tokens per cost: it is reached with probability ``reach``
-        and then taken as often as reached branches have been."""
+        """Hang ``branch`` (of a proposal that extended the main line after its first ``start``
+        nodes) off the line when it fits ``limit`` and raises expected tokens per cost: it is
+        reached with probability ``reach`` and then taken as often as reached branches of its
+        kind have been."""
+        fork, tokens = start + branch.fork, branch.tokens
         if not self.branching or not tokens or fork + len(tokens) > limit:
             return
         parent = result.line[fork - 1] if fork else -1
         if any(result.tokens[n] == tokens[0] and result.parents[n] == parent for n in range(len(result.tokens))):
             return  # the same choice is drafted there already
         price = self.forward.per_token / self.forward.base if self.forward.base else 0.0
-        if round_.branch(reach * self.branch_taken.probability, len(tokens), price):
-            result.extend(tokens, [None] * len(tokens), "ngram", fork=fork)
+        if round_.branch(reach * self.branch_taken[branch.kind].probability, len(tokens), price):
+            result.extend(tokens, [None] * len(tokens), "ngram", fork=fork, kind=branch.kind)
 
     def _rank(self, drafter) -> tuple[bool, float]:
         bonus = 0.2 if drafter.name == "forced" else 0.0  # taken whole: first unless clearly less accepted
@@ -167,9 +170,9 @@ class DraftChain:
                 break  # the main line after it was never verified
         for name, (passed, failed) in spans.items():
             self.acceptance[name].update(passed, bool(failed))
-        for fork in draft.forks:
+        for fork, kind in draft.forks.items():
             if draft.parents[fork] < 0 or draft.parents[fork] in kept:
-                self.branch_taken.update(int(fork in kept), fork not in kept)
+                self.branch_taken[kind].update(int(fork in kept), fork not in kept)
         stats.branches_taken += sum(fork in kept for fork in draft.forks)
 
 

@@ -15,16 +15,27 @@ from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
 from structspec.matcher import Matcher
 
+BRANCH_KINDS = ("end", "alternative")
+
+
+@dataclass(frozen=True)
+class Branch:
+    """Deterministic draft tokens to try instead of a proposal's ``tokens[fork:]``: the end of
+    a copied value (``kind`` ``"end"``) or another continuation the text has (``"alternative"``)."""
+
+    fork: int
+    tokens: list[int]
+    kind: str
+
 
 @dataclass
 class Proposal:
     """What a source adds to the draft: ``tokens`` in a row (the matcher advanced along them),
-    each drafted from ``qs[i]`` (``None``: deterministically), and ``branches``: alternatives
-    ``(fork, tokens)`` to ``tokens[fork:]``, such as the end of a copied value."""
+    each drafted from ``qs[i]`` (``None``: deterministically), and ``branches`` beside them."""
 
     tokens: list[int] = field(default_factory=list)
     qs: list[torch.Tensor | None] = field(default_factory=list)
-    branches: list[tuple[int, list[int]]] = field(default_factory=list)
+    branches: list[Branch] = field(default_factory=list)
 
 
 class ForcedDrafter:
@@ -93,8 +104,39 @@ class NgramDrafter:
             value = data[-written:] if written else b""
             states = matcher.recent_states(len(run))
             closing = lambda closed: self._closing(closed, vocabulary)  # noqa: E731
-            branches = value_ends(run, value, span, states, vocabulary.token_bytes, closing)
+            ends = value_ends(run, value, span, states, vocabulary.token_bytes, closing)
+            branches = [Branch(fork, tokens, "end") for fork, tokens in ends]
+            copied = b"".join(vocabulary.token_bytes[token] or b"" for token in run)
+            if written + len(copied):  # inside a value: at its start a key's suffix finds the schema's texts
+                for tokens in self._alternatives(data, starts, copied, written, matcher, limit - len(run)):
+                    branches.append(Branch(len(run), tokens, "alternative"))
         return Proposal(run, [None] * len(run), branches)
+
+    def _alternatives(
+        self, data: bytes, starts: list[int], copied: bytes, written: int, matcher: Matcher, limit: int
+    ) -> list[list[int]]:
+        """Where the occurrences disagree after the bytes ``copied`` (drafted already) and
+        fall into at most ``MAX_ALTERNATIVES`` groups by the byte that comes next, each
+        group's agreed continuation from there, tokenized as the draft line would be and cut
+        where the grammar (``matcher``, after ``copied``) forbids. ``Lily Stone`` and ``Leeds``
+        after ``"L``; nothing after a suffix that many different texts follow. Only inside a
+        value: at a value's start the suffix is a key, which a schema quoted in the prompt
+        follows with its own texts."""
+        groups: dict[bytes, list[int]] = {}
+        for at in starts:
+            following = data[at + len(copied) : at + len(copied) + 1]
+            if following and data[at : at + len(copied)] == copied:
+                groups.setdefault(following, []).append(at)
+        if not 2 <= len(groups) <= MAX_ALTERNATIVES:
+            return []
+        alternatives = []
+        for members in groups.values():
+            text = agreed_continuation(data, members, self.span_bytes)[len(copied) :]
+            tokens = self._tokens(text, written + len(copied), matcher)[:limit]
+            tokens = tokens[: matcher.copy().accept_tokens(tokens)]
+            if tokens:
+                alternatives.append(tokens)
+        return alternatives
 
     def _tokens(self, span: bytes, written: int, matcher: Matcher) -> list[int]:
         """The tokens of ``span``: up to its first line break as a closed string value (when
@@ -170,6 +212,7 @@ def agreed_continuation(data: bytes, starts: list[int], span_bytes: int) -> byte
 
 
 MAX_BRANCHES = 3  # value ends proposed per n-gram draft
+MAX_ALTERNATIVES = 3  # continuations drafted side by side where the text's occurrences disagree
 
 
 def ends_word(following: bytes) -> bool:
