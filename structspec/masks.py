@@ -38,6 +38,7 @@ from structspec.vocab import Vocabulary
 
 STATE_CACHE_BYTES = 16 << 20  # whole-state mask cache per compiled grammar (LRU)
 FORCED_CACHE_SIZE = 4096  # parse states whose forced tokens are kept per compiled grammar (LRU)
+ADVANCE_CACHE_SIZE = 16384  # (state, token) steps kept per compiled grammar (LRU)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class CompiledGrammar:
         self._local: dict[int, LocalMask] = {}
         self._states: OrderedDict[ParseState, np.ndarray] = OrderedDict()
         self._forced: OrderedDict[ParseState, list[int]] = OrderedDict()
+        self._steps: OrderedDict[tuple[ParseState, int], ParseState | None] = OrderedDict()
         self._lock = threading.Lock()
         self._state_cache_size = max(64, STATE_CACHE_BYTES // (4 * self.n_words))
         self._runner = StackRunner(self.rules, token_trie(vocabulary))
@@ -164,7 +166,22 @@ class CompiledGrammar:
         return completion_cost(state, costs)
 
     def advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
-        """The state after a non-end-of-sequence token: its bytes, or a token reference."""
+        """The state after a non-end-of-sequence token: its bytes, or a token reference
+        (cached: speculative decoding steps along each draft token twice, drafting and
+        verifying, and forced tokens recur)."""
+        key = (state, token_id)
+        with self._lock:
+            if key in self._steps:
+                self._steps.move_to_end(key)
+                return self._steps[key]
+        following = self._advance_token(state, token_id)
+        with self._lock:
+            self._steps[key] = following
+            if len(self._steps) > ADVANCE_CACHE_SIZE:
+                self._steps.popitem(last=False)
+        return following
+
+    def _advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
         spelled = self.vocabulary.token_bytes[token_id]
         following = state.advance(spelled) if spelled else None
         if self._token_refs and any(self.rules.token_edges[h.state] for h in state.heads):
