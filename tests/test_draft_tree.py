@@ -54,7 +54,7 @@ def test_each_node_sees_its_own_branch_only(attention: str) -> None:
     model = _model(attention)
     assert tree_attention(model)
     sequence = [3, 9, 27, 17, 51, 25, 7]
-    runner = CachedModel(model, VOCAB)
+    runner = CachedModel(model, VOCAB, trees=True)
     runner.logits(sequence[:4], 1)  # part of the sequence is cached already
     rows = runner.tree_logits(sequence, TOKENS, PARENTS)
     assert torch.allclose(rows[0], _linear(model, sequence), atol=1e-5)
@@ -67,7 +67,7 @@ def test_each_node_sees_its_own_branch_only(attention: str) -> None:
 def test_keeping_a_branch_leaves_the_cache_as_if_it_alone_was_fed(path: list[int]) -> None:
     model = _model("sdpa")
     sequence = [3, 9, 27, 17, 51]
-    runner = CachedModel(model, VOCAB)
+    runner = CachedModel(model, VOCAB, trees=True)
     runner.tree_logits(sequence, TOKENS, PARENTS)
     runner.keep(len(sequence), path)
     committed = sequence + [TOKENS[i] for i in path] + [40]
@@ -75,6 +75,11 @@ def test_keeping_a_branch_leaves_the_cache_as_if_it_alone_was_fed(path: list[int
     after = runner.logits(committed, 1)[0]
     assert runner.tokens == committed
     assert torch.allclose(after, _linear(model, committed), atol=1e-5)
+
+
+def test_a_tree_needs_a_model_checked_for_it() -> None:
+    with pytest.raises(ValueError, match="cannot take a draft tree"):
+        CachedModel(_model("sdpa"), VOCAB).tree_logits([1, 2], TOKENS, PARENTS)
 
 
 def test_a_model_with_sliding_window_layers_takes_no_tree() -> None:

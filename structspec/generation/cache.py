@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import torch
@@ -21,16 +22,16 @@ class CachedModel:
     cache back to where it agrees with the asked sequence and feeds the rest, so a prompt is
     encoded once and rejected draft tokens are dropped."""
 
-    def __init__(self, model: torch.nn.Module, width: int) -> None:
+    def __init__(self, model: torch.nn.Module, width: int, trees: bool = False) -> None:
         from transformers import DynamicCache
 
         self.model = model
         self.width = width
+        self.trees = trees  # the caller checked tree_attention(model)
         self.cache = DynamicCache(config=model.config)
         self.tokens: list[int] = []
         self._device = next(model.parameters()).device
-        self._keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
-        self.trees = tree_attention(model)
+        self._keep_arg = _takes(type(model), "logits_to_keep")
         self._additive_mask = getattr(_text_config(model), "_attn_implementation", None) == "eager"
 
     def logits(self, sequence: list[int], n_out: int) -> torch.Tensor:
@@ -142,10 +143,15 @@ def tree_attention(model: torch.nn.Module) -> bool:
     cache = DynamicCache(config=model.config)
     return (
         getattr(_text_config(model), "_attn_implementation", None) in ("sdpa", "eager")
-        and "position_ids" in inspect.signature(model.forward).parameters
+        and _takes(type(model), "position_ids")
         and bool(cache.layers)
         and all(type(layer) is DynamicLayer for layer in cache.layers)
     )
+
+
+@functools.cache
+def _takes(model_class: type, argument: str) -> bool:
+    return argument in inspect.signature(model_class.forward).parameters
 
 
 def _text_config(model: torch.nn.Module):

@@ -14,6 +14,7 @@ from structspec.generation.cache import CachedModel, common_prefix
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
 from structspec.matcher import Matcher
+from structspec.parse_state import ParseState
 
 BRANCH_KINDS = ("end", "alternative")
 
@@ -79,14 +80,17 @@ class NgramDrafter:
         self.span_bytes = span_bytes
         self._text: list[bytes] = []  # bytes of each context token, kept across rounds
         self._ids: list[int] = []
-        self._closings: dict[bytes, list[int]] = {}
+        self._closings: dict[ParseState, list[int]] = {}
 
-    def _closing(self, closed: bytes, vocabulary) -> list[int]:
-        """The tokens of a value's closing bytes (a quote and what the grammar forces after
-        it), remembered: the same few recur all through a generation."""
-        tokens = self._closings.get(closed)
+    def _closing(self, state: ParseState, vocabulary) -> list[int]:
+        """The tokens closing a string value at ``state``: the quote and the bytes the grammar
+        forces after it, tokenized together (empty where the value may not end). Remembered
+        per state: the same few recur all through a generation."""
+        tokens = self._closings.get(state)
         if tokens is None:
-            tokens = self._closings[closed] = vocabulary.encode_bytes(closed)
+            closed = state.advance(b'"')
+            tokens = [] if closed is None else vocabulary.encode_bytes(b'"' + closed.forced_bytes())
+            self._closings[state] = tokens
         return tokens
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Proposal:
@@ -103,7 +107,7 @@ class NgramDrafter:
                 span = next((data[at : at + 2] for at in starts if ends_word(data[at : at + 2])), b"")
             value = data[-written:] if written else b""
             states = matcher.recent_states(len(run))
-            closing = lambda closed: self._closing(closed, vocabulary)  # noqa: E731
+            closing = lambda state: self._closing(state, vocabulary)  # noqa: E731
             ends = value_ends(run, value, span, states, vocabulary.token_bytes, closing)
             branches = [Branch(fork, tokens, "end") for fork, tokens in ends]
             copied = b"".join(vocabulary.token_bytes[token] or b"" for token in run)
@@ -223,23 +227,29 @@ def ends_word(following: bytes) -> bool:
 
 
 def value_ends(
-    run: list[int], value: bytes, text: bytes, states: list, token_bytes: list, encode: Callable[[bytes], list[int]]
+    run: list[int],
+    value: bytes,
+    text: bytes,
+    states: list[ParseState],
+    token_bytes: list,
+    closing: Callable[[ParseState], list[int]],
 ) -> list[tuple[int, list[int]]]:
     """Where a copied value may end instead of going on: the first ``MAX_BRANCHES`` word ends
     (:func:`ends_word`) of ``text`` (the source text following the value's start ``value``)
     along ``run`` where the grammar lets the string close, each as the branch
     ``(fork, tokens)`` closing it after ``run[:fork]`` with the bytes the grammar forces after
     it (``","date":"``). ``states[f]`` is the parse state after ``run[:f]``;
-    ``token_bytes`` spells tokens and ``encode`` tokenizes a closing."""
+    ``token_bytes`` spells tokens and ``closing(state)`` gives the tokens closing a value at
+    ``state`` (none where it may not end)."""
     branches: list[tuple[int, list[int]]] = []
     copied = b""
     for fork in range(len(run) + 1):
         if not text.startswith(copied):
             break  # past the text: a value the run closed itself
         if (value + copied)[-1:].isalnum() and ends_word(text[len(copied) :]):
-            closed = states[fork].advance(b'"')
-            if closed is not None:
-                branches.append((fork, encode(b'"' + closed.forced_bytes())))
+            tokens = closing(states[fork])
+            if tokens:
+                branches.append((fork, tokens))
                 if len(branches) == MAX_BRANCHES:
                     break
         if fork < len(run):

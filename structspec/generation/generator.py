@@ -159,7 +159,7 @@ class _Run:
         stats = Stats()
         matcher = self.compiled.matcher()
         text = TextAssembler(self.gen.vocabulary, self.gen.tokenizer)
-        target = CachedModel(self.gen.model, self.gen.vocabulary.size)
+        target = CachedModel(self.gen.model, self.gen.vocabulary.size, trees=self.gen._tree_attention)
         max_draft = self.config.max_draft if self.config else 0
         generated: list[int] = []
         steps = decode(target, self.ids, matcher, self.max_new_tokens, self.sampling, self.rng,
