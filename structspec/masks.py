@@ -77,6 +77,7 @@ class CompiledGrammar:
         self._states: OrderedDict[ParseState, np.ndarray] = OrderedDict()
         self._forced: OrderedDict[ParseState, list[int]] = OrderedDict()
         self._steps: OrderedDict[tuple[ParseState, int], ParseState | None] = OrderedDict()
+        self._jumps: OrderedDict[tuple[ParseState, bytes], list[int] | None] = OrderedDict()
         self._lock = threading.Lock()
         self._state_cache_size = max(64, STATE_CACHE_BYTES // (4 * self.n_words))
         self._runner = StackRunner(self.rules, token_trie(vocabulary))
@@ -154,6 +155,27 @@ class CompiledGrammar:
             self._forced[state] = tokens
             if len(self._forced) > FORCED_CACHE_SIZE:
                 self._forced.popitem(last=False)
+        return tokens
+
+    def forced_after(self, state: ParseState, data: bytes) -> list[int] | None:
+        """Canonical tokenization of ``data`` and the bytes every continuation after it starts
+        with, together (a closing quote and the next key: ``","date":"``); ``None`` where the
+        grammar does not allow ``data`` at ``state`` or the vocabulary cannot spell it. Cached
+        per (state, data), like :meth:`forced_tokens`; do not modify the list."""
+        key = (state, data)
+        with self._lock:
+            if key in self._jumps:
+                self._jumps.move_to_end(key)
+                return self._jumps[key]
+        after = state.advance(data)
+        try:
+            tokens = None if after is None else self.vocabulary.encode_bytes(data + after.forced_bytes())
+        except ValueError:  # a byte no token spells
+            tokens = None
+        with self._lock:
+            self._jumps[key] = tokens
+            if len(self._jumps) > FORCED_CACHE_SIZE:
+                self._jumps.popitem(last=False)
         return tokens
 
     def tokens_to_finish(self, state: ParseState) -> float:

@@ -306,6 +306,26 @@ def test_forced_tokens_spell_the_forced_bytes(tokenizer_name: str) -> None:
     assert again.forced_tokens() == vocab.encode_bytes(b'{"name":"')
 
 
+def test_forced_after_tokenizes_a_text_with_the_bytes_forced_after_it() -> None:
+    """Closing the name: the quote and the forced ``,"tags":[`` after it come as one
+    tokenization (``",`` merges the quote with the comma); a text the grammar forbids gives None."""
+    vocab = Vocabulary.from_token_bytes([*(bytes([b]) for b in range(256)), b'",', None], eos_ids=[257])
+    compiled = _compile(RECORD_GBNF, vocab)
+    matcher = compiled.matcher()
+    opening = vocab.encode_bytes(b'{"name":"ab')
+    assert matcher.accept_tokens(opening) == len(opening)
+    closing = compiled.forced_after(matcher.state, b'"')
+    assert closing == vocab.encode_bytes(b'","tags":[')
+    assert vocab.token_bytes[closing[0]] == b'",'
+    assert matcher.accept_tokens(closing) == len(closing)
+    assert compiled.forced_after(matcher.state, b"x") == compiled.forced_after(matcher.state, b"}") is None
+    assert compiled.forced_after(compiled.matcher().state, b'{"name":"') == vocab.encode_bytes(b'{"name":"')
+    unspellable = Vocabulary.from_token_bytes([*(bytes([b]) for b in range(256) if b != ord("t")), None], [255])
+    other = _compile(RECORD_GBNF, unspellable).matcher()
+    assert other.accept_tokens(unspellable.encode_bytes(b'{"name":"ab')) == len(b'{"name":"ab')
+    assert other.compiled.forced_after(other.state, b'"') is None  # "tags" needs a t
+
+
 # -- padded vocabularies ------------------------------------------------------------------------
 
 

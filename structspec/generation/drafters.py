@@ -80,18 +80,6 @@ class NgramDrafter:
         self.span_bytes = span_bytes
         self._text: list[bytes] = []  # bytes of each context token, kept across rounds
         self._ids: list[int] = []
-        self._closings: dict[ParseState, list[int]] = {}
-
-    def _closing(self, state: ParseState, vocabulary) -> list[int]:
-        """The tokens closing a string value at ``state``: the quote and the bytes the grammar
-        forces after it, tokenized together (empty where the value may not end). Remembered
-        per state: the same few recur all through a generation."""
-        tokens = self._closings.get(state)
-        if tokens is None:
-            closed = state.advance(b'"')
-            tokens = [] if closed is None else vocabulary.encode_bytes(b'"' + closed.forced_bytes())
-            self._closings[state] = tokens
-        return tokens
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Proposal:
         vocabulary = matcher.compiled.vocabulary
@@ -107,7 +95,7 @@ class NgramDrafter:
                 span = next((data[at : at + 2] for at in starts if ends_word(data[at : at + 2])), b"")
             value = data[-written:] if written else b""
             states = matcher.recent_states(len(run))
-            closing = lambda state: self._closing(state, vocabulary)  # noqa: E731
+            closing = lambda state: matcher.compiled.forced_after(state, b'"')  # noqa: E731
             ends = value_ends(run, value, span, states, vocabulary.token_bytes, closing)
             branches = [Branch(fork, tokens, "end") for fork, tokens in ends]
             copied = b"".join(vocabulary.token_bytes[token] or b"" for token in run)
@@ -146,13 +134,12 @@ class NgramDrafter:
         """The tokens of ``span``: up to its first line break as a closed string value (when
         the grammar allows the value to end there) with the forced bytes after it, else all
         but the last token, which the span's end may have cut short."""
-        vocabulary = matcher.compiled.vocabulary
         end = min((at for at in (span.find(b"\n"), span.find(b"\r")) if at >= 0), default=-1)
         if end > 0 or (end == 0 and written):
-            closed = matcher.state.advance(span[:end] + b'"')
+            closed = matcher.compiled.forced_after(matcher.state, span[:end] + b'"')
             if closed is not None:
-                return vocabulary.encode_bytes(span[:end] + b'"' + closed.forced_bytes())
-        return _encode_prefix(vocabulary, span)
+                return closed
+        return _encode_prefix(matcher.compiled.vocabulary, span)
 
     def _bytes(self, context: list[int], token_bytes) -> bytes:
         """The context's text, reusing the part shared with the previous call."""
@@ -232,7 +219,7 @@ def value_ends(
     text: bytes,
     states: list[ParseState],
     token_bytes: list,
-    closing: Callable[[ParseState], list[int]],
+    closing: Callable[[ParseState], list[int] | None],
 ) -> list[tuple[int, list[int]]]:
     """Where a copied value may end instead of going on: the first ``MAX_BRANCHES`` word ends
     (:func:`ends_word`) of ``text`` (the source text following the value's start ``value``)
