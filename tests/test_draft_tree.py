@@ -11,8 +11,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tiny_models import one_thread
 
 from structspec import Grammar, Vocabulary
@@ -28,6 +32,7 @@ __all__ = ["one_thread"]
 VOCAB = 64
 
 
+@functools.cache
 def _model(attention: str):
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -75,6 +80,43 @@ def test_keeping_a_branch_leaves_the_cache_as_if_it_alone_was_fed(path: list[int
     after = runner.logits(committed, 1)[0]
     assert runner.tokens == committed
     assert torch.allclose(after, _linear(model, committed), atol=1e-5)
+
+
+@st.composite
+def trees(draw) -> tuple[list[int], list[int], list[int], list[int]]:
+    """A sequence, a random draft tree over it (tokens, parents: each node after an earlier
+    one or the root) and a root-first path through the tree."""
+    sequence = draw(st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=12))
+    size = draw(st.integers(1, 10))
+    parents = [draw(st.integers(-1, i - 1)) for i in range(size)]
+    tokens = draw(st.lists(st.integers(0, VOCAB - 1), min_size=size, max_size=size))
+    path, node = [], -1
+    while True:
+        children = [i for i, parent in enumerate(parents) if parent == node]
+        if not children or not draw(st.booleans()):
+            return sequence, tokens, parents, path
+        node = draw(st.sampled_from(children))
+        path.append(node)
+
+
+@settings(max_examples=40, deadline=None)
+@given(trees(), st.integers(0, 12))
+def test_any_tree_forward_and_kept_branch_match_linear_feeds(tree, cached: int) -> None:
+    sequence, tokens, parents, path = tree
+    model = _model("sdpa")
+    runner = CachedModel(model, VOCAB, trees=True)
+    if cached < len(sequence):
+        runner.logits(sequence[: cached + 1], 1)  # some of the sequence is in the cache already
+    rows = runner.tree_logits(sequence, tokens, parents)
+    for node in range(len(tokens)):
+        branch, at = [], node
+        while at >= 0:
+            branch.insert(0, tokens[at])
+            at = parents[at]
+        assert torch.allclose(rows[1 + node], _linear(model, sequence + branch), atol=1e-5)
+    runner.keep(len(sequence), path)
+    committed = sequence + [tokens[i] for i in path] + [5]
+    assert torch.allclose(runner.logits(committed, 1)[0], _linear(model, committed), atol=1e-5)
 
 
 def test_a_tree_needs_a_model_checked_for_it() -> None:
