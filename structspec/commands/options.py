@@ -150,7 +150,8 @@ def print_stats(stats: Any) -> None:
         f"structspec: stats: {stats.tokens} tokens in {total:.2f} s ({speed}), "
         f"{stats.tokens_per_forward:.2f} tokens per target forward, "
         f"draft acceptance {stats.acceptance_rate:.0%} ({stats.accepted}/{stats.verified} checked, "
-        f"{stats.drafted} drafted), stop: {stats.stop_reason}"
+        f"{stats.drafted} drafted), branches taken {stats.branches_taken}/{stats.branches}, "
+        f"stop: {stats.stop_reason}"
     )
     print(line, file=sys.stderr)
 
