@@ -8,7 +8,7 @@ import torch
 
 from structspec.generation.adaptive import Acceptance, ForwardCost
 from structspec.generation.config import SpecConfig
-from structspec.generation.drafters import BRANCH_KINDS, Branch
+from structspec.generation.drafters import BRANCH_KINDS
 from structspec.generation.stats import SourceStats, Stats
 from structspec.matcher import Matcher
 
@@ -75,6 +75,10 @@ class DraftChain:
     and accepted, over its cost in target forwards, beats the round's tokens per cost so far.
     A token's cost is what it adds to the verifying forward, plus the draft model's forward
     for a model token; both are measured as the generation runs.
+
+    Branches a source proposes beside its tokens (see :class:`Draft`) are priced alike: one is
+    kept when its chance of being reached and then taken -- as often as reached branches of
+    its kind have been -- over the cost of its tokens beats the round's tokens per cost.
     """
 
     def __init__(self, drafters: list, config: SpecConfig, branching: bool = False) -> None:
@@ -109,30 +113,25 @@ class DraftChain:
                 start, reach = len(result.line), round_.survival
                 round_.add(len(proposal.tokens), acceptance, price)
                 result.extend(proposal.tokens, proposal.qs, drafter.name)
-                for branch in proposal.branches:
-                    self._add_branch(result, start, branch, reach * acceptance**branch.fork, round_, limit)
+                for branch in proposal.branches:  # reached when the proposal's tokens before it pass
+                    fork, tokens = start + branch.fork, branch.tokens
+                    chance = reach * acceptance**branch.fork * self.branch_taken[branch.kind].probability
+                    if self._fits(result, fork, tokens, limit) and round_.branch(chance, len(tokens), price):
+                        result.extend(tokens, [None] * len(tokens), drafter.name, fork=fork, kind=branch.kind)
                 progress = progress or bool(proposal.tokens)
         for name in result.sources:
             stats.sources.setdefault(name, SourceStats()).drafted += 1
         stats.branches += len(result.forks)
         return result
 
-    def _add_branch(
-        self, result: Draft, start: int, branch: Branch, reach: float, round_: _RoundValue, limit: int
-    ) -> None:
-        """Hang ``branch`` (of a proposal that extended the main line after its first ``start``
-        nodes) off the line when it fits ``limit`` and raises expected tokens per cost: it is
-        reached with probability ``reach`` and then taken as often as reached branches of its
-        kind have been."""
-        fork, tokens = start + branch.fork, branch.tokens
+    def _fits(self, result: Draft, fork: int, tokens: list[int], limit: int) -> bool:
+        """Whether a branch of ``tokens`` may hang off the main line after its first ``fork``
+        nodes: the target verifies trees, the branch stays within ``limit`` tokens deep, and
+        it does not start with a token already drafted there."""
         if not self.branching or not tokens or fork + len(tokens) > limit:
-            return
+            return False
         parent = result.line[fork - 1] if fork else -1
-        if any(result.tokens[n] == tokens[0] and result.parents[n] == parent for n in range(len(result.tokens))):
-            return  # the same choice is drafted there already
-        price = self.forward.per_token / self.forward.base if self.forward.base else 0.0
-        if round_.branch(reach * self.branch_taken[branch.kind].probability, len(tokens), price):
-            result.extend(tokens, [None] * len(tokens), "ngram", fork=fork, kind=branch.kind)
+        return not any(token == tokens[0] and result.parents[n] == parent for n, token in enumerate(result.tokens))
 
     def _rank(self, drafter) -> tuple[bool, float]:
         bonus = 0.2 if drafter.name == "forced" else 0.0  # taken whole: first unless clearly less accepted

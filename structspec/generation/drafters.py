@@ -4,7 +4,6 @@ along it; each keeps the matcher in step with what it adds and stops where the g
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -13,6 +12,7 @@ from structspec.generation.adaptive import CallTime
 from structspec.generation.cache import CachedModel, common_prefix
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
+from structspec.masks import CompiledGrammar
 from structspec.matcher import Matcher
 from structspec.parse_state import ParseState
 
@@ -60,7 +60,7 @@ class NgramDrafter:
     rather than token ids finds a value copied from the source text even where it tokenizes
     differently after a JSON quote than after a space.
 
-    Three rules make the drafts worth verifying. The value being written (the bytes since
+    Three rules make the line worth verifying. The value being written (the bytes since
     the last ``"`` ``:`` ``,`` ``[`` or ``{``) is looked up even when shorter than ``min_bytes``,
     where it starts a word of the text: ``"+`` finds the phone number ``+44 20 ...`` of the
     source. Only the continuation that all occurrences agree on is drafted: a suffix such as
@@ -69,7 +69,12 @@ class NgramDrafter:
     line in the text (``Phone: +44 20 7946 0958`` then a line break, which a JSON string
     cannot hold) is drafted as ending there: its closing quote and the bytes the grammar forces
     after it (``","city":"``) follow in the same draft, tokenized together as the model would
-    write them."""
+    write them.
+
+    Beside the line, two kinds of branch (:class:`Branch`) for the target to choose from in the
+    same forward: the value closed at each of the text's first word ends along the line
+    (:func:`value_ends`: in prose nothing marks where a value stops), and, where the
+    occurrences disagree, each of a few continuations they split into (:meth:`_alternatives`)."""
 
     name = "ngram"
     free = True  # a lookup, negligible beside a model forward
@@ -94,9 +99,7 @@ class NgramDrafter:
             if not run:  # the value as written may end where one of its occurrences ends a word
                 span = next((data[at : at + 2] for at in starts if ends_word(data[at : at + 2])), b"")
             value = data[-written:] if written else b""
-            states = matcher.recent_states(len(run))
-            closing = lambda state: matcher.compiled.forced_after(state, b'"')  # noqa: E731
-            ends = value_ends(run, value, span, states, vocabulary.token_bytes, closing)
+            ends = value_ends(run, value, span, matcher.recent_states(len(run)), matcher.compiled)
             branches = [Branch(fork, tokens, "end") for fork, tokens in ends]
             copied = b"".join(vocabulary.token_bytes[token] or b"" for token in run)
             if written + len(copied):  # inside a value: at its start a key's suffix finds the schema's texts
@@ -214,33 +217,27 @@ def ends_word(following: bytes) -> bool:
 
 
 def value_ends(
-    run: list[int],
-    value: bytes,
-    text: bytes,
-    states: list[ParseState],
-    token_bytes: list,
-    closing: Callable[[ParseState], list[int] | None],
+    run: list[int], value: bytes, text: bytes, states: list[ParseState], compiled: CompiledGrammar
 ) -> list[tuple[int, list[int]]]:
     """Where a copied value may end instead of going on: the first ``MAX_BRANCHES`` word ends
     (:func:`ends_word`) of ``text`` (the source text following the value's start ``value``)
     along ``run`` where the grammar lets the string close, each as the branch
     ``(fork, tokens)`` closing it after ``run[:fork]`` with the bytes the grammar forces after
-    it (``","date":"``). ``states[f]`` is the parse state after ``run[:f]``;
-    ``token_bytes`` spells tokens and ``closing(state)`` gives the tokens closing a value at
-    ``state`` (none where it may not end)."""
+    it (``","date":"``, see :meth:`~structspec.masks.CompiledGrammar.forced_after`).
+    ``states[f]`` is the parse state after ``run[:f]``."""
     branches: list[tuple[int, list[int]]] = []
     copied = b""
     for fork in range(len(run) + 1):
         if not text.startswith(copied):
             break  # past the text: a value the run closed itself
         if (value + copied)[-1:].isalnum() and ends_word(text[len(copied) :]):
-            tokens = closing(states[fork])
+            tokens = compiled.forced_after(states[fork], b'"')
             if tokens:
                 branches.append((fork, tokens))
                 if len(branches) == MAX_BRANCHES:
                     break
         if fork < len(run):
-            copied += token_bytes[run[fork]] or b""
+            copied += compiled.vocabulary.token_bytes[run[fork]] or b""
     return branches
 
 
