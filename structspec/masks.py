@@ -38,7 +38,7 @@ from structspec.vocab import Vocabulary
 
 STATE_CACHE_BYTES = 16 << 20  # whole-state mask cache per compiled grammar (LRU)
 FORCED_CACHE_SIZE = 4096  # parse states whose forced tokens are kept per compiled grammar (LRU)
-ADVANCE_CACHE_SIZE = 16384  # (state, token) steps kept per compiled grammar (LRU)
+ADVANCE_CACHE_SIZE = 4096  # (state, token) steps kept per compiled grammar (LRU; a round needs only its own)
 
 
 @dataclass(frozen=True)
