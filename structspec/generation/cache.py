@@ -40,10 +40,7 @@ class CachedModel:
         to the CPU because masks, sampling and the seeded generator live there."""
         if not 1 <= n_out <= len(sequence):
             raise ValueError(f"n_out must lie in [1, {len(sequence)}], got {n_out}")
-        keep = common_prefix(self.tokens, sequence, len(sequence) - n_out)
-        if keep < len(self.tokens):
-            self.cache.crop(keep - len(self.tokens))
-            del self.tokens[keep:]
+        keep = self._reuse(sequence, len(sequence) - n_out)
         feed = sequence[keep:]
         kwargs = {"logits_to_keep": n_out} if self._keep_arg else {}
         with torch.no_grad():
@@ -68,10 +65,7 @@ class CachedModel:
             return self.logits(sequence + nodes, len(nodes) + 1)
         if not self.trees:
             raise ValueError("this model's attention cannot take a draft tree (see tree_attention)")
-        keep = common_prefix(self.tokens, sequence, len(sequence) - 1)
-        if keep < len(self.tokens):
-            self.cache.crop(keep - len(self.tokens))
-            del self.tokens[keep:]
+        keep = self._reuse(sequence, len(sequence) - 1)
         fed = len(sequence) - keep
         depth: list[int] = []
         seen = torch.zeros(len(nodes), len(nodes), dtype=torch.bool)  # node i sees node j
@@ -111,6 +105,15 @@ class CachedModel:
             self.cache.crop(length + len(path) - len(self.tokens))
         del self.tokens[length:]
         self.tokens.extend(kept)
+
+    def _reuse(self, sequence: list[int], most: int) -> int:
+        """Crop the cache to its longest common prefix with ``sequence`` (at most ``most``
+        tokens, so that what must be fed is fed); returns that prefix's length."""
+        keep = common_prefix(self.tokens, sequence, most)
+        if keep < len(self.tokens):
+            self.cache.crop(keep - len(self.tokens))
+            del self.tokens[keep:]
+        return keep
 
     def _mask(self, allowed: torch.Tensor) -> torch.Tensor:
         """``allowed`` as the 4-D mask the model's attention takes: boolean for SDPA, additive
