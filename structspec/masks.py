@@ -37,8 +37,33 @@ from structspec.parse_state import Frame, ParseState, close, union
 from structspec.vocab import Vocabulary
 
 STATE_CACHE_BYTES = 16 << 20  # whole-state mask cache per compiled grammar (LRU)
-FORCED_CACHE_SIZE = 4096  # parse states whose forced tokens are kept per compiled grammar (LRU)
+FORCED_CACHE_SIZE = 4096  # (state, text) forced continuations kept per compiled grammar (LRU)
 ADVANCE_CACHE_SIZE = 4096  # (state, token) steps kept per compiled grammar (LRU; a round needs only its own)
+MISSING = object()  # what a Memo holds for a key it does not hold
+
+
+class Memo:
+    """A bounded map from keys to computed values, shared by threads: the least recently used
+    is dropped past ``size``. Values may be ``None``; :meth:`get` says ``MISSING`` instead."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        """The value kept for ``key`` (now the most recently used), or ``MISSING``."""
+        with self._lock:
+            value = self._items.get(key, MISSING)
+            if value is not MISSING:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            self._items[key] = value
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -74,12 +99,9 @@ class CompiledGrammar:
         self._eos_words = _words_of(vocabulary.eos_ids, self.n_words)
         self._token_refs = tuple(self._token_ref_set(ref) for ref in self.rules.token_refs)
         self._local: dict[int, LocalMask] = {}
-        self._states: OrderedDict[ParseState, np.ndarray] = OrderedDict()
-        self._forced: OrderedDict[ParseState, list[int]] = OrderedDict()
-        self._steps: OrderedDict[tuple[ParseState, int], ParseState | None] = OrderedDict()
-        self._jumps: OrderedDict[tuple[ParseState, bytes], list[int] | None] = OrderedDict()
-        self._lock = threading.Lock()
-        self._state_cache_size = max(64, STATE_CACHE_BYTES // (4 * self.n_words))
+        self._states = Memo(max(64, STATE_CACHE_BYTES // (4 * self.n_words)))  # state -> mask words
+        self._steps = Memo(ADVANCE_CACHE_SIZE)  # (state, token id) -> state after it
+        self._jumps = Memo(FORCED_CACHE_SIZE)  # (state, text) -> tokens of the text and what it forces
         self._runner = StackRunner(self.rules, token_trie(vocabulary))
         self._completion_costs: list[float] | None = None  # filled on first use (threads may race: same result)
 
@@ -92,22 +114,16 @@ class CompiledGrammar:
     # -- masks -------------------------------------------------------------------------------
     def mask_words(self, state: ParseState) -> np.ndarray:
         """Packed uint32 mask of the tokens allowed from ``state`` (do not modify it)."""
-        with self._lock:
-            words = self._states.get(state)
-            if words is not None:
-                self._states.move_to_end(state)
-                return words
-        words = self._compute(state)
-        with self._lock:
-            self._states[state] = words
-            if len(self._states) > self._state_cache_size:
-                self._states.popitem(last=False)
+        words = self._states.get(state)
+        if words is MISSING:
+            words = self._compute(state)
+            self._states.put(state, words)
         return words
 
     def known_mask_words(self, state: ParseState) -> np.ndarray | None:
         """The mask of ``state`` if it was computed and is still cached, else None (no work)."""
-        with self._lock:
-            return self._states.get(state)
+        words = self._states.get(state)
+        return None if words is MISSING else words
 
     def _compute(self, state: ParseState) -> np.ndarray:
         words = np.zeros(self.n_words, dtype=np.uint32)
@@ -142,40 +158,25 @@ class CompiledGrammar:
 
     def forced_tokens(self, state: ParseState) -> list[int]:
         """Canonical tokenization of the bytes every continuation of ``state`` starts with
-        (cached per state: a schema's keys and punctuation recur across array items, sequences
-        and requests; do not modify the list)."""
-        with self._lock:
-            tokens = self._forced.get(state)
-            if tokens is not None:
-                self._forced.move_to_end(state)
-                return tokens
-        forced = state.forced_bytes()
-        tokens = self.vocabulary.encode_bytes(forced) if forced else []
-        with self._lock:
-            self._forced[state] = tokens
-            if len(self._forced) > FORCED_CACHE_SIZE:
-                self._forced.popitem(last=False)
-        return tokens
+        (empty where this vocabulary cannot spell them). Cached like :meth:`forced_after`: a
+        schema's keys and punctuation recur across array items, sequences and requests; do not
+        modify the list."""
+        return self.forced_after(state, b"") or []
 
     def forced_after(self, state: ParseState, data: bytes) -> list[int] | None:
         """Canonical tokenization of ``data`` and the bytes every continuation after it starts
         with, together (a closing quote and the next key: ``","date":"``); ``None`` where the
         grammar does not allow ``data`` at ``state`` or the vocabulary cannot spell it. Cached
-        per (state, data), like :meth:`forced_tokens`; do not modify the list."""
+        per (state, data); do not modify the list."""
         key = (state, data)
-        with self._lock:
-            if key in self._jumps:
-                self._jumps.move_to_end(key)
-                return self._jumps[key]
-        after = state.advance(data)
-        try:
-            tokens = None if after is None else self.vocabulary.encode_bytes(data + after.forced_bytes())
-        except ValueError:  # a byte no token spells
-            tokens = None
-        with self._lock:
-            self._jumps[key] = tokens
-            if len(self._jumps) > FORCED_CACHE_SIZE:
-                self._jumps.popitem(last=False)
+        tokens = self._jumps.get(key)
+        if tokens is MISSING:
+            after = state.advance(data)
+            try:
+                tokens = None if after is None else self.vocabulary.encode_bytes(data + after.forced_bytes())
+            except ValueError:  # a byte no token spells
+                tokens = None
+            self._jumps.put(key, tokens)
         return tokens
 
     def tokens_to_finish(self, state: ParseState) -> float:
@@ -192,15 +193,10 @@ class CompiledGrammar:
         (cached: speculative decoding steps along each draft token twice, drafting and
         verifying, and forced tokens recur)."""
         key = (state, token_id)
-        with self._lock:
-            if key in self._steps:
-                self._steps.move_to_end(key)
-                return self._steps[key]
-        following = self._advance_token(state, token_id)
-        with self._lock:
-            self._steps[key] = following
-            if len(self._steps) > ADVANCE_CACHE_SIZE:
-                self._steps.popitem(last=False)
+        following = self._steps.get(key)
+        if following is MISSING:
+            following = self._advance_token(state, token_id)
+            self._steps.put(key, following)
         return following
 
     def _advance_token(self, state: ParseState, token_id: int) -> ParseState | None:

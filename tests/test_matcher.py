@@ -324,6 +324,8 @@ def test_forced_after_tokenizes_a_text_with_the_bytes_forced_after_it() -> None:
     other = _compile(RECORD_GBNF, unspellable).matcher()
     assert other.accept_tokens(unspellable.encode_bytes(b'{"name":"ab')) == len(b'{"name":"ab')
     assert other.compiled.forced_after(other.state, b'"') is None  # "tags" needs a t
+    assert other.accept_tokens(unspellable.encode_bytes(b'"')) == 1
+    assert other.state.forced_bytes() == b',"tags":[' and other.forced_tokens() == []  # nothing to draft
 
 
 # -- padded vocabularies ------------------------------------------------------------------------

@@ -53,7 +53,6 @@ class CachedModel:
         self.tokens.extend(feed)
         return self._rows(out.logits[0, -n_out:])
 
-
     def tree_logits(self, sequence: list[int], nodes: list[int], parents: list[int]) -> torch.Tensor:
         """Logits ``[1 + len(nodes), width]`` after ``sequence`` (row 0) and after each node of a
         draft tree (row ``1 + i``), from one forward. Node ``i`` holds token ``nodes[i]`` and
@@ -126,6 +125,7 @@ class CachedModel:
         return additive.masked_fill(~allowed, torch.finfo(dtype).min)
 
     def _rows(self, logits: torch.Tensor) -> torch.Tensor:
+        """Float32 CPU rows at the vocabulary's width (padded with -inf or trimmed)."""
         logits = logits.float().cpu()
         have, n_out = logits.shape[-1], logits.shape[0]
         if have > self.width:

@@ -15,8 +15,8 @@ class SpecConfig:
         sources: drafters to chain, in order: ``"forced"`` (grammar-forced tokens), ``"ngram"``
             (continuations found in the prompt and output), ``"draft"`` (the draft model).
             ``None`` means every source available (``"draft"`` only with a draft model).
-        max_draft: most draft tokens in a row verified by one target forward (branches of
-            the draft tree that end copied values are priced by the forward's measured cost).
+        max_draft: most draft tokens in a row verified by one target forward (branches beside
+            that row are limited to the same depth, and priced by the forward's measured cost).
         max_per_source: most tokens the n-gram or the draft-model source adds per round (each
             also stops where one more token would lower the round's expected tokens per cost).
         ngram_max, ngram_min: longest and shortest suffix of the context's text looked up, in bytes.

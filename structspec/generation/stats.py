@@ -29,8 +29,9 @@ class Stats:
         tokens: tokens generated (an end-of-sequence token counts).
         target_forwards, draft_forwards: model calls.
         sources: per draft source, drafted, verified and accepted tokens.
-        branches, branches_taken: alternative endings of copied values drafted beside the main
-            draft line (see ``structspec.generation.chain.Draft``), and those the target took.
+        branches, branches_taken: branches drafted beside the main draft line (a copied value
+            ended early, or another continuation the text has; see
+            ``structspec.generation.chain.Draft``), and those the target took.
         seconds: time in grammar masks/advancing (``mask``), drafting (``draft``: draft
             model calls and n-gram lookup), the target model (``target``) and the rest
             (``other``); ``total`` is wall time.
