@@ -33,7 +33,7 @@ from structspec.gbnf.ast import TokenRef
 from structspec.grammar import Grammar
 from structspec.mask_runner import StackRunner, rows_in
 from structspec.mask_trie import token_trie
-from structspec.parse_state import Frame, ParseState, close, union
+from structspec.parse_state import Frame, ParseState, close, frame, union
 from structspec.vocab import Vocabulary
 
 STATE_CACHE_BYTES = 16 << 20  # whole-state mask cache per compiled grammar (LRU)
@@ -99,6 +99,7 @@ class CompiledGrammar:
         self._eos_words = _words_of(vocabulary.eos_ids, self.n_words)
         self._token_refs = tuple(self._token_ref_set(ref) for ref in self.rules.token_refs)
         self._local: dict[int, LocalMask] = {}
+        self._closures: dict[int, tuple[tuple[int, ...], ...]] = {}  # see _reached_in_place
         self._states = Memo(max(64, STATE_CACHE_BYTES // (4 * self.n_words)))  # state -> mask words
         self._steps = Memo(ADVANCE_CACHE_SIZE)  # (state, token id) -> state after it
         self._jumps = Memo(FORCED_CACHE_SIZE)  # (state, text) -> tokens of the text and what it forces
@@ -129,11 +130,12 @@ class CompiledGrammar:
         words = np.zeros(self.n_words, dtype=np.uint32)
         lo: list[np.ndarray] = []
         hi: list[np.ndarray] = []
-        for head in state.heads:
+        for head in self._own_heads(state.heads):
             local = self.local_mask(head.state)
             np.bitwise_or(words, local.words, out=words)
             if len(local.pending) and head.parent is not None:
                 self._accepted_below(head.parent, local.pending, lo, hi)
+        for head in state.heads:
             for ref, _ in self.rules.token_edges[head.state]:
                 np.bitwise_or(words, self._token_refs[ref].words, out=words)
         if lo:
@@ -142,6 +144,47 @@ class CompiledGrammar:
         if state.accepting:
             np.bitwise_or(words, self._eos_words, out=words)
         return words
+
+    def _own_heads(self, heads: tuple[Frame, ...]) -> list[Frame]:
+        """The heads whose tokens are not already inside another head's.
+
+        Closing a head ``g`` pushes the rules it calls (and reaches the states after callees
+        that may be empty); those heads sit in the state beside ``g``, but ``g``'s local mask
+        already runs them, from a lone frame, through their return into ``g``'s rule, and its
+        pending nodes continue below ``g``. So a head the closure of ``g`` reaches in place
+        adds nothing once ``g`` is counted (the first visit of ``{"`` in an object with
+        undeclared keys would otherwise sweep the key rule twice). Heads that only cover each
+        other (a cycle of empty calls) are all kept."""
+        present = set(heads)
+        covers: dict[Frame, list[Frame]] = {}
+        for g in heads:
+            for chain in self._reached_in_place(g.state):
+                top = g.parent
+                for q in reversed(chain):
+                    top = frame(self.rules, q, top)
+                if top in present and top is not g:
+                    covers.setdefault(g, []).append(top)
+        if not covers:
+            return list(heads)
+        covered = {h for hs in covers.values() for h in hs}
+        skipped: set[Frame] = set()
+        todo = [g for g in heads if g not in covered]
+        while todo:
+            for h in covers.get(todo.pop(), ()):
+                if h not in skipped:
+                    skipped.add(h)
+                    todo.append(h)
+        return [h for h in heads if h not in skipped]
+
+    def _reached_in_place(self, q: int) -> tuple[tuple[int, ...], ...]:
+        """The stacks (automaton states, top first) that closing a lone frame topped by ``q``
+        reaches besides that frame, before any input."""
+        found = self._closures.get(q)
+        if found is None:
+            lone = frame(self.rules, q, None)
+            heads, _ = close(self.rules, [lone])
+            found = self._closures[q] = tuple(tuple(h.states()) for h in heads if h is not lone)
+        return found
 
     def _accepted_below(self, parent: Frame, nodes: np.ndarray, lo: list[np.ndarray], hi: list[np.ndarray]) -> None:
         """Append the row ranges of the tokens below trie ``nodes`` whose rest the stack
