@@ -381,7 +381,8 @@ class StackRunner:
         byte leads to, then their closure, done once per distinct set of top frames (most
         classes of a state lead to the same few)."""
         rules, byte_next, width = self.rules, self.rules.byte_next, self._trans.shape[1]
-        for pair in np.unique(states.astype(np.int64) * width + classes).tolist():
+        pairs = states.astype(np.int64) * width + classes
+        for pair in (np.unique(pairs) if len(pairs) > 1 else pairs).tolist():
             state, cls = divmod(pair, width)
             b = self._representative[cls]
             tops = tuple(

@@ -139,8 +139,7 @@ class CompiledGrammar:
             for ref, _ in self.rules.token_edges[head.state]:
                 np.bitwise_or(words, self._token_refs[ref].words, out=words)
         if lo:
-            rows = rows_in(np.concatenate(lo), np.concatenate(hi), len(self.vocabulary.text_ids))
-            np.bitwise_or(words, _words_of_array(self.vocabulary.text_ids[rows], self.n_words), out=words)
+            np.bitwise_or(words, self._words_of_rows(np.concatenate(lo), np.concatenate(hi)), out=words)
         if state.accepting:
             np.bitwise_or(words, self._eos_words, out=words)
         return words
@@ -273,8 +272,13 @@ class CompiledGrammar:
     def _compute_local(self, q: int) -> LocalMask:
         runner = self._runner
         lo, hi, pending = runner.run(runner.start(q), np.zeros(1, np.int32))  # from the trie root
-        rows = rows_in(lo, hi, len(self.vocabulary.text_ids))
-        return LocalMask(words=_words_of_array(self.vocabulary.text_ids[rows], self.n_words), pending=pending)
+        return LocalMask(words=self._words_of_rows(lo, hi), pending=pending)
+
+    def _words_of_rows(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Mask words of the text tokens in the trie's row ranges ``[lo, hi)``."""
+        bits = np.zeros(self.n_words * 32, dtype=bool)
+        bits[self.vocabulary.text_ids] = rows_in(lo, hi, len(self.vocabulary.text_ids))
+        return np.packbits(bits, bitorder="little").view(np.uint32)
 
 
 def _resolve(ref: TokenRef, vocab: Vocabulary, source: str) -> int:
