@@ -41,6 +41,11 @@ HAND_WRITTEN = {
     "rule-end-inside-token": 'root ::= word ( " " word )* "."\nword ::= [a-z]+ | [a-z]+ "-" word',
     "ambiguous": 'root ::= t "b" | u "c"\nt ::= "a" t | ""\nu ::= "a" u | "a"',
     "nested-nullable": 'root ::= "(" e ")"\ne ::= "" | e1\ne1 ::= "a" e | "(" e ")" e',
+    # a head with moves of its own that calls a rule (an object's key position): one mask covers both
+    "call-beside-own-moves": 'root ::= "{" ("\\"id\\":" [0-9]+ | "\\"" key "\\":" [0-9]+) "}" | "[" key "]"\n'
+                             'key ::= [a-z]*',
+    # heads whose closures reach each other through empty calls
+    "empty-call-cycle": 'root ::= "x" (n "q"? m "p"?)* "!" | "o" other\nn ::= "a"*\nm ::= "b"*\nother ::= n m',
 }
 
 
