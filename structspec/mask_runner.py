@@ -93,6 +93,7 @@ class StackRunner:
         self._rows: dict[int, list[int]] = {}  # complete transition rows, for the probes
         self._ends: dict[int, frozenset[int] | None] = {}  # see _character_ends
         self._splits: dict[int, tuple[int, int] | None] = {}  # see _split
+        self._fruitless: set[tuple[int, ...]] = set()  # top automaton states whose probe found no loop
         self._after: dict[tuple[Frame, ...], int] = {}  # top frames after a byte -> run state
         self._subruns: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
         self._subrun_bytes = 0
@@ -291,17 +292,26 @@ class StackRunner:
 
     def _probe_crowded(self, states: np.ndarray) -> None:
         """Learn the loop set of run states that many nodes sit in at once (see
-        :meth:`_closed_loops`); states seen fewer times keep their automaton self-loops."""
+        :meth:`_closed_loops`); states seen fewer times keep their automaton self-loops. Once
+        a probe of a state with the same top automaton states has found nothing (the
+        positions of a counted string, ``char{16}`` nested in blocks, differ only in the frames
+        below), such states are no longer probed: a loop set is a shortcut, never needed for
+        exactness."""
         fresh = states[~self._probed[states]]
         if len(fresh) < PROBE_AT:
             return
         counts = np.bincount(fresh)
         for state in np.flatnonzero(counts >= PROBE_AT).tolist():
             self._probed[state] = True
+            tops = tuple(sorted(head.state for head in self._states[state].heads))
+            if tops in self._fruitless:
+                continue
             try:
                 low, high = self._closed_loops(state)
             except StackLimitError:  # probing reaches bytes no token spells; a shortcut is optional
                 low, high = 0, 0
+            if not (low or high):
+                self._fruitless.add(tops)
             self._loops[state, 0] |= np.uint64(low)
             self._loops[state, 1] |= np.uint64(high)
             self._has_loop[state] = bool(self._loops[state, 0] or self._loops[state, 1])
