@@ -108,16 +108,19 @@ class StackRunner:
                 found = self._starts[q] = self._number(ParseState(self.rules, heads, accepting))
         return found
 
-    def run(self, start: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def run(self, start: int, nodes: np.ndarray, keep: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Run the tokens below the trie ``nodes`` (their prefixes already consumed) from run
         state ``start``.
 
         Returns row ranges ``(lo, hi)`` of the tokens consumed to their end without popping
         the start frame, and the nodes after which the start frame's rule may end while the
         tokens below have bytes left (never a start node itself: an end there is the
-        caller's own closure).
+        caller's own closure). With ``keep`` the result is kept (with the delegated runs) for
+        the next run of the same nodes from the same state; do not modify it.
         """
         with self._lock:
+            if keep:
+                return self._subrun(start, np.sort(nodes.astype(np.int32, copy=False)))
             return self._run(start, nodes.astype(np.int32, copy=False))
 
     def _run(self, start: int, node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

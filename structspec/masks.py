@@ -188,11 +188,13 @@ class CompiledGrammar:
     def _accepted_below(self, parent: Frame, nodes: np.ndarray, lo: list[np.ndarray], hi: list[np.ndarray]) -> None:
         """Append the row ranges of the tokens below trie ``nodes`` whose rest the stack
         ``parent`` accepts (tokens that leave a frame above it after those nodes): each head of
-        its closure runs them, and what leaves that head's frame in turn goes one level down."""
+        its closure runs them (the runs are kept: the same nodes recur below the stacks of a
+        list's items or a counted string's positions), and what leaves that head's frame in turn
+        goes one level down."""
         heads, _ = close(self.rules, [parent])
         runner = self._runner
-        for head in heads:
-            accepted_lo, accepted_hi, pending = runner.run(runner.start(head.state), nodes)
+        for head in self._own_heads(heads):
+            accepted_lo, accepted_hi, pending = runner.run(runner.start(head.state), nodes, keep=True)
             lo.append(accepted_lo)
             hi.append(accepted_hi)
             if len(pending) and head.parent is not None:
