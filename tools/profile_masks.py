@@ -1,6 +1,6 @@
 """Where the slow token masks come from: a MaskBench replay that says what each slow mask did.
 
-    python tools/profile_masks.py [--sample 10] [--seed 0] [--max-tokens 400] [--top 30]
+    python tools/profile_masks.py [--sample 10] [--seed 0] [--max-tokens 400] [--top 30] [--no-gc]
 
 The same replay as `tools/bench_masks.py` (stratified MaskBench sample, valid instances,
 compact JSON, Llama-3 tokenizer, structspec only, one process): before each token the mask is
@@ -9,12 +9,15 @@ state whose automaton states were all visited before (an OR of cached local mask
 context-dependent tokens run below), or the first visit of some automaton state (a sweep of the
 token trie). The slowest masks are listed with the text before them and, for each automaton
 state visited first, the rule it belongs to and the milliseconds its sweep took: the profile
-that shows what bounds the tail (docs/masks.md).
+that shows what bounds the tail (docs/masks.md). ``--no-gc`` turns Python's cyclic garbage
+collector off for the replay: a collection (hundreds of milliseconds once torch and transformers
+are loaded) lands in whichever call is running, so it sets the slowest masks of a run.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -135,7 +138,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tokens", type=int, default=400, help="tokens replayed per instance")
     parser.add_argument("--top", type=int, default=30, help="slowest masks listed")
+    parser.add_argument("--no-gc", action="store_true", help="no cyclic garbage collection during the replay")
     args = parser.parse_args(argv)
+    if args.no_gc:
+        gc.disable()
     tokenizer = load_tokenizer("llama3")
     vocabulary = Vocabulary.from_tokenizer(tokenizer)
     paths = stratified_sample(maskbench_files(), args.sample, args.seed,
