@@ -154,6 +154,8 @@ class CompiledGrammar:
         adds nothing once ``g`` is counted (the first visit of ``{"`` in an object with
         undeclared keys would otherwise sweep the key rule twice). Heads that only cover each
         other (a cycle of empty calls) are all kept."""
+        if len(heads) < 2:
+            return list(heads)
         present = set(heads)
         covers: dict[Frame, list[Frame]] = {}
         for g in heads:
