@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import structspec
 from structspec.generation import GenerationError
+from structspec.jsonschema.pydantic_models import model_schema
 from structspec.models import load
 from structspec.models.prompt import extraction_messages
-from structspec.pydantic_support import model_schema
 
 
 class Person(BaseModel):

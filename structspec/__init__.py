@@ -2,9 +2,9 @@
 
 from structspec.errors import GrammarError, SchemaError, StructspecError
 from structspec.grammar import Grammar
-from structspec.masks import CompiledGrammar, compile
-from structspec.parse_state import ParseState, StackLimitError
-from structspec.vocab import Vocabulary
+from structspec.grammar.parse_state import ParseState, StackLimitError
+from structspec.masks.compiled import CompiledGrammar, compile
+from structspec.tokens.vocabulary import Vocabulary
 
 __all__ = [
     "CompiledGrammar",
@@ -29,7 +29,7 @@ _GENERATION = ("Generator", "Result", "SpecConfig", "generate")
 def __getattr__(name: str):
     # The matcher needs torch; importing it lazily keeps the CLI and pure-grammar use fast.
     if name == "Matcher":
-        from structspec.matcher import Matcher
+        from structspec.masks.matcher import Matcher
 
         return Matcher
     if name in _GENERATION:

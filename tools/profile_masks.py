@@ -33,8 +33,8 @@ import structspec
 from structspec.errors import SchemaError
 from structspec.grammar import Grammar
 from structspec.jsonschema import schema_to_gbnf
-from structspec.masks import CompiledGrammar
-from structspec.vocab import Vocabulary
+from structspec.masks.compiled import CompiledGrammar
+from structspec.tokens.vocabulary import Vocabulary
 
 
 @dataclass

@@ -56,7 +56,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Convert and print; returns the exit status."""
     from structspec.jsonschema import schema_to_gbnf
-    from structspec.regex import regex_to_gbnf
+    from structspec.regex.convert import regex_to_gbnf
 
     try:
         if args.regex is not None:
@@ -90,7 +90,7 @@ def _load_schema(path: str) -> Any:
 
 
 def _load_model(spec: str) -> Any:
-    from structspec.pydantic_support import model_schema
+    from structspec.jsonschema.pydantic_models import model_schema
 
     module_name, _, class_name = spec.partition(":")
     if not module_name or not class_name:

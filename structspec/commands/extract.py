@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if model_class is not None:
-        from structspec.pydantic_support import validate_instance
+        from structspec.jsonschema.pydantic_models import validate_instance
 
         try:
             validate_instance(model_class, result.text)
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 def _constraint(args: argparse.Namespace) -> tuple[dict[str, Any], type | None, Any]:
     """The schema, the Pydantic class (or None) and the compiled grammar."""
     from structspec.grammar import Grammar
-    from structspec.pydantic_support import model_schema
+    from structspec.jsonschema.pydantic_models import model_schema
 
     if args.pydantic:
         model_class = import_model(args.pydantic)
@@ -119,7 +119,7 @@ def _constraint(args: argparse.Namespace) -> tuple[dict[str, Any], type | None, 
 
 def import_model(spec: str) -> type:
     """The Pydantic class named ``MODULE:CLASS`` (the current directory is importable)."""
-    from structspec.pydantic_support import model_schema
+    from structspec.jsonschema.pydantic_models import model_schema
 
     module_name, _, class_name = spec.partition(":")
     if not module_name or not class_name:

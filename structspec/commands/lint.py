@@ -12,8 +12,8 @@ import argparse
 import json
 import sys
 
-from structspec.gbnf.diagnostics import ERROR, WARNING, Diagnostic
-from structspec.lint import lint_source
+from structspec.grammar.gbnf.diagnostics import ERROR, WARNING, Diagnostic
+from structspec.grammar.lint import lint_source
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"

@@ -1,7 +1,7 @@
 """Finishing on time: a generation that may use ``max_new_tokens`` ends with a complete text.
 
 The guard keeps one invariant: the shortest completion of the text so far
-(:meth:`~structspec.matcher.Matcher.tokens_to_finish`, spelled one byte per token) fits in the
+(:meth:`~structspec.masks.matcher.Matcher.tokens_to_finish`, spelled one byte per token) fits in the
 tokens left. It holds at the start whenever ``max_new_tokens`` is at least the constraint's
 shortest output, and every step can keep it (the first byte of a shortest completion, as a
 token of its own). A token that would break it is replaced by a sample from the same masked
@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from structspec.generation.sampling import Sampling
-from structspec.matcher import Matcher
+from structspec.masks.matcher import Matcher
 
 
 def fits(matcher: Matcher, token: int, left: int) -> bool:

@@ -10,7 +10,7 @@ from structspec.generation.adaptive import Acceptance, ForwardCost
 from structspec.generation.config import SpecConfig
 from structspec.generation.drafters import BRANCH_KINDS
 from structspec.generation.stats import SourceStats, Stats
-from structspec.matcher import Matcher
+from structspec.masks.matcher import Matcher
 
 
 @dataclass

@@ -8,7 +8,7 @@ from types import SimpleNamespace, UnionType
 from typing import Any
 
 from structspec.grammar import Grammar
-from structspec.pydantic_support import closed_schema
+from structspec.jsonschema.pydantic_models import closed_schema
 
 
 @dataclass(frozen=True)
@@ -24,14 +24,14 @@ class Constraint:
     def value(self, text: str) -> Any:
         """The parsed JSON, the validated Pydantic value, or ``None`` for plain grammars.
 
-        Raises :class:`~structspec.pydantic_support.InstanceValidationError` (pydantic's error
+        Raises :class:`~structspec.jsonschema.pydantic_models.InstanceValidationError` (pydantic's error
         list in ``.errors``) when the text does not validate."""
         if self.kind == "json":
             return json.loads(text)
         if self.kind == "pydantic":
             import pydantic
 
-            from structspec.pydantic_support import InstanceValidationError
+            from structspec.jsonschema.pydantic_models import InstanceValidationError
 
             try:
                 return self.adapter.validate_json(text)

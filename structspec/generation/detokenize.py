@@ -5,7 +5,7 @@ from __future__ import annotations
 import codecs
 from typing import Any
 
-from structspec.vocab import Vocabulary
+from structspec.tokens.vocabulary import Vocabulary
 
 
 class TextAssembler:

@@ -12,9 +12,9 @@ from structspec.generation.adaptive import CallTime
 from structspec.generation.cache import CachedModel, common_prefix
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
-from structspec.masks import CompiledGrammar
-from structspec.matcher import Matcher
-from structspec.parse_state import ParseState
+from structspec.grammar.parse_state import ParseState
+from structspec.masks.compiled import CompiledGrammar
+from structspec.masks.matcher import Matcher
 
 BRANCH_KINDS = ("end", "alternative")
 
@@ -223,7 +223,7 @@ def value_ends(
     (:func:`ends_word`) of ``text`` (the source text following the value's start ``value``)
     along ``run`` where the grammar lets the string close, each as the branch
     ``(fork, tokens)`` closing it after ``run[:fork]`` with the bytes the grammar forces after
-    it (``","date":"``, see :meth:`~structspec.masks.CompiledGrammar.forced_after`).
+    it (``","date":"``, see :meth:`~structspec.masks.compiled.CompiledGrammar.forced_after`).
     ``states[f]`` is the parse state after ``run[:f]``."""
     branches: list[tuple[int, list[int]]] = []
     copied = b""

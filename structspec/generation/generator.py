@@ -22,9 +22,9 @@ from structspec.generation.prompt import Messages, prompt_ids
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Result, Stats
 from structspec.generation.vocab_check import draft_vocabulary
-from structspec.masks import CompiledGrammar
-from structspec.masks import compile as compile_grammar
-from structspec.vocab import Vocabulary
+from structspec.masks.compiled import CompiledGrammar
+from structspec.masks.compiled import compile as compile_grammar
+from structspec.tokens.vocabulary import Vocabulary
 
 
 class Stream:

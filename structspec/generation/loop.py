@@ -12,7 +12,7 @@ from structspec.generation.chain import Draft, DraftChain
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
 from structspec.generation.verify import verify
-from structspec.matcher import Matcher
+from structspec.masks.matcher import Matcher
 
 
 def decode(

@@ -23,7 +23,7 @@ def generate(model: Any, tokenizer: Any, output_type: type[ModelT], prompt: Any,
     """Generate an instance of the Pydantic model ``output_type`` from ``prompt`` (text or chat
     messages). ``options`` are :meth:`Generator.generate`'s (``max_new_tokens``, ``temperature``,
     ``speculative``, ``draft_model=`` for the generator ...). Raises
-    :class:`~structspec.pydantic_support.InstanceValidationError` (with pydantic's error list)
+    :class:`~structspec.jsonschema.pydantic_models.InstanceValidationError` (with pydantic's error list)
     when the text does not validate, and :class:`GenerationError` when ``max_new_tokens`` ran
     out first."""
     draft_model = options.pop("draft_model", None)

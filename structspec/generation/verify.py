@@ -8,7 +8,7 @@ from structspec.generation.budget import replacement
 from structspec.generation.chain import Draft
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
-from structspec.matcher import Matcher
+from structspec.masks.matcher import Matcher
 
 
 def verify(
@@ -25,7 +25,7 @@ def verify(
     ``logits[0]`` is the target's (unmasked) prediction after the committed text and
     ``logits[1 + i]`` after draft node ``i``. Each row is read under the mask of ``matcher``
     advanced along the branch (in place; a greedy row only when its unmasked argmax is
-    forbidden, see :meth:`~structspec.matcher.Matcher.masked_argmax`). At each node:
+    forbidden, see :meth:`~structspec.masks.matcher.Matcher.masked_argmax`). At each node:
 
     - a main-line child sampled from a draft distribution ``q`` (a draft model's) passes with
       probability ``min(1, p/q)``; a failure is replaced by a sample of ``norm(max(0, p - q))``;

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from structspec.vocab import Vocabulary
+from structspec.tokens.vocabulary import Vocabulary
 
 
 def draft_vocabulary(target: Vocabulary, draft_tokenizer: Any, draft_width: int) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from typing import Any, Protocol
 
+from structspec.ir.automaton import emit_graph
+from structspec.ir.expr import EMPTY, Lit, MaybeExpr, alt, opt, seq
 from structspec.jsonschema.builder import GrammarBuilder, counted
 from structspec.jsonschema.encoding import json_value_expr
 from structspec.jsonschema.facets import Facet
 from structspec.jsonschema.resolve import Loc
-from structspec.regex_automaton import emit_graph
-from structspec.regex_expr import EMPTY, Lit, MaybeExpr, alt, opt, seq
 
 MAX_UNIQUE_VALUES = 8
 MAX_STATES = 4096

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from structspec.regex_expr import (
+from structspec.ir.expr import (
     Alt,
     Chars,
     Expr,

@@ -16,6 +16,7 @@ import jsonschema as jsonschema_lib
 import referencing.exceptions
 
 from structspec.errors import SchemaError, SchemaRelaxedWarning
+from structspec.ir.expr import Expr, Lit, MaybeExpr, Ref, alt
 from structspec.jsonschema import helpers
 from structspec.jsonschema.arrays import array_expr
 from structspec.jsonschema.builder import GrammarBuilder
@@ -27,7 +28,6 @@ from structspec.jsonschema.numeric import number_expr
 from structspec.jsonschema.objects import object_expr
 from structspec.jsonschema.resolve import Document, Loc
 from structspec.jsonschema.strings import StringSpec, spec_from_facets, string_expr
-from structspec.regex_expr import Expr, Lit, MaybeExpr, Ref, alt
 
 WHITESPACE = ("compact", "flexible")
 PROPERTY_ORDERS = ("schema", "any")

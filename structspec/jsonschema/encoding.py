@@ -19,8 +19,8 @@ import functools
 import json
 import math
 
-from structspec.regex_charset import CharSet
-from structspec.regex_expr import EMPTY, Chars, Expr, Lit, MaybeExpr, alt, chars, rep, seq
+from structspec.ir.charset import CharSet
+from structspec.ir.expr import EMPTY, Chars, Expr, Lit, MaybeExpr, alt, chars, rep, seq
 
 QUOTE = Lit('"')
 CONTROLS = CharSet.of([(0, 0x1F)])

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from structspec.errors import SchemaError
+from structspec.ir.automaton import TooComplexError, intersect
 from structspec.jsonschema.facets import (
     ATOMS,
     Alternative,
@@ -28,8 +29,7 @@ from structspec.jsonschema.facets import (
 from structspec.jsonschema.formats import UNSUPPORTED, format_regex
 from structspec.jsonschema.resolve import Document, Loc
 from structspec.jsonschema.strings import spec_from_facets, string_automaton
-from structspec.regex_automaton import TooComplexError, intersect
-from structspec.regex_parse import RegexError
+from structspec.regex.parse import RegexError
 
 MAX_ALTERNATIVES = 256
 MAX_ANALYSIS_DEPTH = 2  # nesting of member-value comparisons when proving disjointness

@@ -3,11 +3,11 @@ whitespace rule, and rule names for ``$ref`` targets."""
 
 from __future__ import annotations
 
+from structspec.ir.charset import CharSet
+from structspec.ir.expr import EMPTY, Chars, Expr, Lit, MaybeExpr, Ref, alt, opt, rep, seq
 from structspec.jsonschema.builder import GrammarBuilder, sanitize
 from structspec.jsonschema.encoding import QUOTE, free_char
 from structspec.jsonschema.numbers import plain_integer, plain_number
-from structspec.regex_charset import CharSet
-from structspec.regex_expr import EMPTY, Chars, Expr, Lit, MaybeExpr, Ref, alt, opt, rep, seq
 
 OBJECT_KEYWORDS = {
     "properties",

@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from structspec.regex_automaton import DFA, TooComplexError, dfa_from_regex, intersect, minimize
-from structspec.regex_charset import CharSet
-from structspec.regex_expr import EMPTY, Chars, Expr, Lit, MaybeExpr, alt, opt, rep, seq
+from structspec.ir.automaton import DFA, TooComplexError, dfa_from_regex, intersect, minimize
+from structspec.ir.charset import CharSet
+from structspec.ir.expr import EMPTY, Chars, Expr, Lit, MaybeExpr, alt, opt, rep, seq
 
 INT_DIGITS = 20
 FRAC_DIGITS = 20

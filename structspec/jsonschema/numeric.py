@@ -15,6 +15,15 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Protocol
 
+from structspec.ir.automaton import (
+    TooComplexError,
+    dfa_from_regex,
+    dfa_from_strings,
+    difference,
+    emit_dfa,
+    intersect,
+)
+from structspec.ir.expr import Expr, Lit, MaybeExpr, Ref, alt, chars, opt, rep, seq
 from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema.facets import Facet
 from structspec.jsonschema.numbers import (
@@ -33,15 +42,6 @@ from structspec.jsonschema.numbers import (
     rounding_interval,
 )
 from structspec.jsonschema.resolve import Loc
-from structspec.regex_automaton import (
-    TooComplexError,
-    dfa_from_regex,
-    dfa_from_strings,
-    difference,
-    emit_dfa,
-    intersect,
-)
-from structspec.regex_expr import Expr, Lit, MaybeExpr, Ref, alt, chars, opt, rep, seq
 
 MAX_LISTED = 2000
 MAX_BINARY_BITS = 8  # divisors down to 1/256 of a unit: at most 255 fraction tails

@@ -24,13 +24,7 @@ import math
 import re
 from typing import Any, Protocol
 
-from structspec.jsonschema.builder import GrammarBuilder
-from structspec.jsonschema.encoding import QUOTE, json_string_literal
-from structspec.jsonschema.facets import Facet
-from structspec.jsonschema.resolve import Loc
-from structspec.jsonschema.strings import StringSpec, emit_json_dfa, string_automaton
-from structspec.regex import pattern_language
-from structspec.regex_automaton import (
+from structspec.ir.automaton import (
     DFA,
     TooComplexError,
     complement,
@@ -40,9 +34,15 @@ from structspec.regex_automaton import (
     intersect,
     union,
 )
-from structspec.regex_charset import ANY
-from structspec.regex_expr import EMPTY, Lit, MaybeExpr, alt, rep, seq
-from structspec.regex_parse import RegexError
+from structspec.ir.charset import ANY
+from structspec.ir.expr import EMPTY, Lit, MaybeExpr, alt, rep, seq
+from structspec.jsonschema.builder import GrammarBuilder
+from structspec.jsonschema.encoding import QUOTE, json_string_literal
+from structspec.jsonschema.facets import Facet
+from structspec.jsonschema.resolve import Loc
+from structspec.jsonschema.strings import StringSpec, emit_json_dfa, string_automaton
+from structspec.regex.convert import pattern_language
+from structspec.regex.parse import RegexError
 
 MAX_PATTERNS = 6
 MAX_ANY_ORDER = 6

@@ -12,18 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from structspec.jsonschema.builder import GrammarBuilder, counted
-from structspec.jsonschema.encoding import (
-    CONTROLS,
-    NON_ASCII,
-    PLAIN_ASCII,
-    QUOTE,
-    canonical_char,
-)
-from structspec.jsonschema.facets import Facet
-from structspec.jsonschema.formats import UNSUPPORTED, format_regex
-from structspec.regex import PatternLanguage, pattern_language, single_repeat
-from structspec.regex_automaton import (
+from structspec.ir.automaton import (
     DFA,
     RuleSink,
     TooComplexError,
@@ -34,8 +23,8 @@ from structspec.regex_automaton import (
     intersect,
     length_bounds,
 )
-from structspec.regex_charset import ANY, CharSet
-from structspec.regex_expr import (
+from structspec.ir.charset import ANY, CharSet
+from structspec.ir.expr import (
     EMPTY,
     Expr,
     MaybeExpr,
@@ -47,7 +36,18 @@ from structspec.regex_expr import (
     rep,
     seq,
 )
-from structspec.regex_parse import RegexError
+from structspec.jsonschema.builder import GrammarBuilder, counted
+from structspec.jsonschema.encoding import (
+    CONTROLS,
+    NON_ASCII,
+    PLAIN_ASCII,
+    QUOTE,
+    canonical_char,
+)
+from structspec.jsonschema.facets import Facet
+from structspec.jsonschema.formats import UNSUPPORTED, format_regex
+from structspec.regex.convert import PatternLanguage, pattern_language, single_repeat
+from structspec.regex.parse import RegexError
 
 
 @dataclass

@@ -1,0 +1,88 @@
+"""Shortest completions: how many tokens a parse state needs, at most, to become complete.
+
+Generation keeps every output finishable within ``max_new_tokens`` with it (see
+``structspec.generation.budget``). The bound spells the shortest completion one byte per
+token, so it holds for any vocabulary that has the bytes it needs as single tokens (every
+byte-level BPE and every SentencePiece vocabulary with byte fallback); bytes the vocabulary
+cannot spell alone are treated as unusable, which keeps the bound an upper bound.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from structspec.grammar.parse_state import ParseState
+from structspec.grammar.ruleset import RuleSet
+
+
+def spellable_bytes(byte_matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Bool ``[256]``: the bytes some single-byte text token spells."""
+    spellable = np.zeros(256, dtype=bool)
+    spellable[byte_matrix[lengths == 1, 0]] = True
+    return spellable
+
+
+def rule_completion_costs(rules: RuleSet, spellable: np.ndarray) -> list[float]:
+    """``cost[q]``: the fewest steps from automaton state ``q`` to the end of its rule, a step
+    being one spellable byte or one token reference (``inf`` where the rule cannot end).
+
+    Knuth's generalization of Dijkstra's algorithm: a rule reference costs the referenced
+    rule's cost from its start plus the cost from the return state, and states are settled
+    in order of cost, each once.
+    """
+    n = rules.n_states
+    classes = np.unique(rules.byte_class[spellable])
+    table = rules.class_table[:, classes]
+    src, col = np.nonzero(table >= 0)
+    keys = [table[src, col].astype(np.int64) * n + src]  # successor * n + predecessor
+    token_keys = [target * n + q for q, moves in enumerate(rules.token_edges) for _, target in moves]
+    if token_keys:
+        keys.append(np.array(token_keys, dtype=np.int64))
+    edges = np.unique(np.concatenate(keys))  # sorted by successor, duplicates gone
+    bounds = np.searchsorted(edges // n, np.arange(n + 1)).tolist()
+    predecessors = (edges % n).tolist()
+
+    by_start: dict[int, list[tuple[int, int]]] = {}
+    by_return: dict[int, list[tuple[int, int]]] = {}
+    for q, refs in enumerate(rules.refs):
+        for start, ret in refs:
+            by_start.setdefault(start, []).append((q, ret))
+            by_return.setdefault(ret, []).append((q, start))
+
+    cost = [math.inf] * n
+    heap = [(0.0, q) for q in range(n) if rules.final[q]]
+    while heap:
+        d, q = heapq.heappop(heap)
+        if cost[q] != math.inf:
+            continue
+        cost[q] = d
+        for p in predecessors[bounds[q] : bounds[q + 1]]:
+            if cost[p] == math.inf:
+                heapq.heappush(heap, (d + 1, p))
+        for p, ret in by_start.get(q, ()):
+            if cost[p] == math.inf and cost[ret] != math.inf:
+                heapq.heappush(heap, (d + cost[ret], p))
+        for p, start in by_return.get(q, ()):
+            if cost[p] == math.inf and cost[start] != math.inf:
+                heapq.heappush(heap, (cost[start] + d, p))
+    return cost
+
+
+def completion_cost(state: ParseState, costs: Sequence[float]) -> float:
+    """Steps (see :func:`rule_completion_costs`) from ``state`` to a complete text: 0 when it
+    is complete, else the cheapest stack's sum of its frames' costs (each frame finishes its
+    rule, then the caller's frame below resumes)."""
+    if state.accepting:
+        return 0.0
+    best = math.inf
+    for head in state.heads:
+        total, frame = 0.0, head
+        while frame is not None and total < best:
+            total += costs[frame.state]
+            frame = frame.parent
+        best = min(best, total)
+    return best

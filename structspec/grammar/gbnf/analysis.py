@@ -1,0 +1,242 @@
+"""Cross-rule checks on a parsed grammar: definitions, reachability, nullability, left
+recursion and productivity. The compiler stops at the first error these report; the linter
+lists them all.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+
+from structspec.grammar.gbnf.ast import (
+    CharClass,
+    Choice,
+    Literal,
+    Node,
+    Repeat,
+    Rule,
+    RuleRef,
+    Sequence,
+    walk,
+)
+from structspec.grammar.gbnf.diagnostics import Diagnostic
+
+
+def rule_table(rules: Iterable[Rule]) -> tuple[dict[str, Rule], list[Diagnostic]]:
+    """Map names to their first definition; report later definitions of the same name."""
+    table: dict[str, Rule] = {}
+    problems = []
+    for rule in rules:
+        if rule.name in table:
+            first = table[rule.name]
+            problems.append(
+                Diagnostic(
+                    "E103",
+                    f"rule {rule.name!r} is already defined at line {first.line}",
+                    rule.line,
+                    rule.column,
+                )
+            )
+        else:
+            table[rule.name] = rule
+    return table, problems
+
+
+def reference_problems(table: Mapping[str, Rule], root: str) -> list[Diagnostic]:
+    """Undefined rules (with a did-you-mean) and a missing start rule."""
+    problems = []
+    if root not in table:
+        hint = _did_you_mean(root, table)
+        problems.append(Diagnostic("E102", f"the grammar has no {root!r} rule to start from{hint}", 1, 1))
+    for rule in table.values():
+        for node in walk(rule.body):
+            if isinstance(node, RuleRef) and node.name not in table:
+                hint = _did_you_mean(node.name, table)
+                problems.append(
+                    Diagnostic("E101", f"undefined rule {node.name!r}{hint}", node.line, node.column)
+                )
+    return problems
+
+
+def _did_you_mean(name: str, table: Mapping[str, Rule]) -> str:
+    close = difflib.get_close_matches(name, list(table), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def reachable_rules(table: Mapping[str, Rule], root: str) -> set[str]:
+    """Names of the rules reachable from ``root`` (defined ones only)."""
+    seen: set[str] = set()
+    todo = [root] if root in table else []
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for node in walk(table[name].body):
+            if isinstance(node, RuleRef) and node.name in table:
+                todo.append(node.name)
+    return seen
+
+
+def nullable_rules(table: Mapping[str, Rule]) -> set[str]:
+    """Rules that can match the empty string (least fixpoint)."""
+    nullable: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, rule in table.items():
+            if name not in nullable and is_nullable(rule.body, nullable):
+                nullable.add(name)
+                changed = True
+    return nullable
+
+
+def is_nullable(node: Node, nullable: set[str]) -> bool:
+    """Whether an expression can match the empty string, given the nullable rules."""
+    if isinstance(node, Literal):
+        return node.text == ""
+    if isinstance(node, RuleRef):
+        return node.name in nullable
+    if isinstance(node, Sequence):
+        return all(is_nullable(item, nullable) for item in node.items)
+    if isinstance(node, Choice):
+        return any(is_nullable(alt, nullable) for alt in node.alternatives)
+    if isinstance(node, Repeat):
+        return node.min == 0 or is_nullable(node.item, nullable)
+    return False  # characters, classes, tokens
+
+
+def left_references(node: Node, nullable: set[str]) -> list[RuleRef]:
+    """Rule references that can be reached before any input is consumed."""
+    if isinstance(node, RuleRef):
+        return [node]
+    if isinstance(node, Sequence):
+        refs: list[RuleRef] = []
+        for item in node.items:
+            refs.extend(left_references(item, nullable))
+            if not is_nullable(item, nullable):
+                break
+        return refs
+    if isinstance(node, Choice):
+        return [ref for alt in node.alternatives for ref in left_references(alt, nullable)]
+    if isinstance(node, Repeat):
+        return left_references(node.item, nullable) if node.max != 0 else []
+    return []
+
+
+def left_recursion_problems(table: Mapping[str, Rule]) -> list[Diagnostic]:
+    """One E104 per left-recursive cycle, naming the rules along it."""
+    nullable = nullable_rules(table)
+    edges = {
+        name: [ref for ref in left_references(rule.body, nullable) if ref.name in table]
+        for name, rule in table.items()
+    }
+    problems = []
+    reported: set[frozenset[str]] = set()
+    for start in table:
+        cycle = _find_cycle(start, edges)
+        if cycle is None or frozenset(cycle) in reported:
+            continue
+        reported.add(frozenset(cycle))
+        rule = table[cycle[0]]
+        path = " -> ".join([*cycle, cycle[0]])
+        via = " (through a prefix that can be empty)" if _through_nullable(cycle, table, nullable) else ""
+        problems.append(
+            Diagnostic("E104", f"left recursion: {path}{via}; rewrite it with repetition or right recursion",
+                       rule.line, rule.column)
+        )
+    return problems
+
+
+def _find_cycle(start: str, edges: Mapping[str, list[RuleRef]]) -> list[str] | None:
+    """The shortest cycle through ``start`` in the left-reference graph, if any."""
+    parents: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for name in frontier:
+            for ref in edges[name]:
+                if ref.name == start:
+                    path = [name]
+                    while path[-1] != start:
+                        path.append(parents[path[-1]])
+                    return list(reversed(path))
+                if ref.name not in parents:
+                    parents[ref.name] = name
+                    following.append(ref.name)
+        frontier = following
+    return None
+
+
+def _through_nullable(cycle: list[str], table: Mapping[str, Rule], nullable: set[str]) -> bool:
+    """Whether some step of the cycle skips over an expression that can be empty."""
+    return any(
+        cycle[(i + 1) % len(cycle)] not in _first_item_refs(table[name].body)
+        for i, name in enumerate(cycle)
+    )
+
+
+def _first_item_refs(node: Node) -> set[str]:
+    """Rules referenced in first position, skipping nothing."""
+    if isinstance(node, RuleRef):
+        return {node.name}
+    if isinstance(node, Sequence):
+        return _first_item_refs(node.items[0]) if node.items else set()
+    if isinstance(node, Choice):
+        return set().union(*(_first_item_refs(alt) for alt in node.alternatives))
+    if isinstance(node, Repeat):
+        return _first_item_refs(node.item)
+    return set()
+
+
+def productive_rules(table: Mapping[str, Rule]) -> set[str]:
+    """Rules with at least one finite derivation (least fixpoint)."""
+    productive: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, rule in table.items():
+            if name not in productive and is_productive(rule.body, productive):
+                productive.add(name)
+                changed = True
+    return productive
+
+
+def is_productive(node: Node, productive: set[str]) -> bool:
+    if isinstance(node, RuleRef):
+        return node.name in productive
+    if isinstance(node, Sequence):
+        return all(is_productive(item, productive) for item in node.items)
+    if isinstance(node, Choice):
+        return any(is_productive(alt, productive) for alt in node.alternatives)
+    if isinstance(node, Repeat):
+        return node.min == 0 or is_productive(node.item, productive)
+    if isinstance(node, CharClass):
+        return bool(node.code_points())
+    return True
+
+
+def productivity_problems(table: Mapping[str, Rule], names: Iterable[str]) -> list[Diagnostic]:
+    """E107 for each of ``names`` that can never finish, naming the rules that keep it going."""
+    productive = productive_rules(table)
+    problems = []
+    for name in names:
+        if name in table and name not in productive:
+            stuck = sorted({n.name for n in walk(table[name].body)
+                            if isinstance(n, RuleRef) and n.name not in productive})
+            via = f" (it always needs {', '.join(map(repr, stuck))})" if stuck else ""
+            problems.append(Diagnostic(
+                "E107", f"rule {name!r} can never finish: it has no finite derivation{via}",
+                table[name].line, table[name].column))
+    return problems
+
+
+def grammar_errors(rules: Iterable[Rule], root: str) -> list[Diagnostic]:
+    """All cross-rule errors, in a stable order (the compiler raises the first)."""
+    table, problems = rule_table(rules)
+    problems += reference_problems(table, root)
+    if any(p.code in ("E101", "E102") for p in problems):
+        return problems
+    problems += left_recursion_problems(table)
+    problems += productivity_problems(table, table)
+    return problems

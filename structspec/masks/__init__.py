@@ -1,0 +1,8 @@
+"""Token masks: a grammar compiled against a vocabulary, and matchers that walk it.
+
+Its one job is which tokens may come next: the compiled grammar with its shared caches
+(``compiled``), the sweep of parse stacks over the token trie (``runner``) and the per-sequence
+:class:`~structspec.masks.matcher.Matcher` (``matcher``, the only module that needs torch).
+
+May import: ``structspec.grammar``, ``structspec.tokens`` and ``structspec.errors``.
+"""

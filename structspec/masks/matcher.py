@@ -1,0 +1,204 @@
+"""The per-sequence matcher: grammar state, token masks, rollback and O(1) copies.
+
+A matcher is a pointer into a persistent history of parse states (each node: a state and
+the node before it). Accepting a token pushes a node, ``rollback`` walks back, and ``copy``
+shares the node -- so a draft can fork the target's matcher for free and the two never
+interfere.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from structspec.grammar.parse_state import ParseState
+
+if TYPE_CHECKING:
+    from structspec.masks.compiled import CompiledGrammar
+
+
+class _History:
+    __slots__ = ("finished", "length", "previous", "state")
+
+    def __init__(self, state: ParseState, previous: _History | None, finished: bool = False) -> None:
+        self.state = state
+        self.previous = previous
+        self.finished = finished
+        self.length = 0 if previous is None else previous.length + 1
+
+
+class Matcher:
+    """Tracks one sequence through a :class:`~structspec.masks.compiled.CompiledGrammar`."""
+
+    __slots__ = ("_node", "_probe", "compiled")
+
+    def __init__(self, compiled: CompiledGrammar, _node: _History | None = None) -> None:
+        self.compiled = compiled
+        self._node = _node or _History(compiled.grammar.initial_state(), None)
+        self._probe: tuple[_History, int, _History | None] | None = None  # see _next
+
+    @property
+    def state(self) -> ParseState:
+        """The current parse state."""
+        return self._node.state
+
+    @property
+    def num_tokens(self) -> int:
+        """How many tokens have been accepted (and not rolled back)."""
+        return self._node.length
+
+    def copy(self) -> Matcher:
+        """An independent matcher at the same point, in O(1)."""
+        return Matcher(self.compiled, self._node)
+
+    def is_accepting(self) -> bool:
+        """Whether the text so far is complete (end-of-sequence would be allowed)."""
+        return self._node.state.accepting
+
+    def is_finished(self) -> bool:
+        """True once an end-of-sequence token was accepted, or when the text is complete and
+        nothing may follow it."""
+        node = self._node
+        return node.finished or (node.state.accepting and not node.state.heads)
+
+    def tokens_to_finish(self) -> float:
+        """An upper bound on the tokens still needed for a complete text (0 once it is
+        complete; ``inf`` if the vocabulary cannot spell a completion byte by byte)."""
+        if self._node.finished:
+            return 0.0
+        return self.compiled.tokens_to_finish(self._node.state)
+
+    # -- masks -----------------------------------------------------------------------------
+    def mask_words(self) -> np.ndarray:
+        """Packed uint32 mask words of the allowed tokens (shared: do not modify)."""
+        if self._node.finished:
+            return np.zeros(self.compiled.n_words, dtype=np.uint32)
+        return self.compiled.mask_words(self._node.state)
+
+    def allowed_mask(self) -> torch.Tensor:
+        """Bool tensor ``[vocab_size]``: True for tokens that keep the output valid."""
+        bits = np.unpackbits(self.mask_words().view(np.uint8), bitorder="little")
+        return torch.from_numpy(bits[: self.compiled.vocabulary.size].view(np.bool_))
+
+    def allows(self, token_id: int) -> bool:
+        """Whether the grammar allows ``token_id`` next: one bit of :meth:`mask_words` when the
+        mask of this state is already known, else by advancing along the token (what
+        :meth:`accept_token` does, and kept for it), which costs the token's bytes instead of
+        a sweep of the vocabulary on a state's first visit."""
+        node = self._node
+        if not node.finished:
+            words = self.compiled.known_mask_words(node.state)
+            if words is not None:
+                size = self.compiled.vocabulary.size
+                return 0 <= token_id < size and bool((int(words[token_id >> 5]) >> (token_id & 31)) & 1)
+        return self._next(token_id) is not None
+
+    def masked_argmax(self, logits: torch.Tensor) -> int:
+        """The highest-scored allowed token of a logits row (the lowest id among ties), as
+        ``apply_mask`` then ``argmax`` would give. The row is masked in place only when its
+        unmasked argmax is forbidden; usually it is allowed, and the mask is never expanded."""
+        best = int(logits.argmax())
+        if self.allows(best):
+            return best
+        self.apply_mask(logits)
+        return int(logits.argmax())
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        """Write the mask into ``bitmask[row]`` (int32 ``[batch, ceil(vocab/32)]``, bit j of word i
+        = token 32*i+j); words past the vocabulary (padded logits) are zeroed."""
+        words = self.mask_words()
+        n = len(words)
+        if bitmask.shape[-1] < n:
+            raise ValueError(
+                f"bitmask rows hold {bitmask.shape[-1]} words but the vocabulary needs {n} "
+                f"(ceil({self.compiled.vocabulary.size} / 32))"
+            )
+        if bitmask.device.type == "cpu":  # through numpy: a third of the per-call cost of torch's copy
+            target = bitmask.numpy()[row]
+            target[:n] = words.view(np.int32)
+            target[n:] = 0
+            return
+        target = bitmask[row]
+        target[:n].copy_(torch.from_numpy(words.view(np.int32)))
+        target[n:].zero_()
+
+    def apply_mask(self, logits: torch.Tensor) -> torch.Tensor:
+        """Set forbidden tokens' logits to -inf in place (any device, dtype, trailing dim >= vocab)."""
+        width = logits.shape[-1]
+        size = min(width, self.compiled.vocabulary.size)
+        forbidden = np.ones(width, dtype=np.bool_)  # ids past the vocabulary (padded logits) too
+        allowed = np.unpackbits(self.mask_words().view(np.uint8), count=size, bitorder="little")
+        np.equal(allowed, 0, out=forbidden[:size])
+        logits.masked_fill_(torch.from_numpy(forbidden).to(logits.device, non_blocking=True), float("-inf"))
+        return logits
+
+    # -- advancing -------------------------------------------------------------------------
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; False (and no change) if the grammar forbids it."""
+        following = self._next(token_id)
+        if following is None:
+            return False
+        self._node = following
+        return True
+
+    def _next(self, token_id: int) -> _History | None:
+        """The node after ``token_id`` (None: forbidden), computed once for the current node:
+        :meth:`allows` then :meth:`accept_token` of the same token advance only once."""
+        node = self._node
+        probe = self._probe
+        if probe is not None and probe[0] is node and probe[1] == token_id:
+            return probe[2]
+        following = self._advance(node, token_id)
+        self._probe = (node, token_id, following)
+        return following
+
+    def _advance(self, node: _History, token_id: int) -> _History | None:
+        if node.finished:
+            return None
+        compiled = self.compiled
+        vocab = compiled.vocabulary
+        if not 0 <= token_id < vocab.size:
+            return None
+        state = node.state
+        following = compiled.advance_token(state, token_id)
+        if following is None and token_id in vocab.eos_ids:
+            # End of sequence, unless a token reference in the grammar names this very token.
+            return _History(state, node, finished=True) if state.accepting else None
+        return None if following is None else _History(following, node)
+
+    def accept_tokens(self, token_ids) -> int:
+        """Accept tokens in order until one is forbidden; returns how many were accepted."""
+        count = 0
+        for token_id in token_ids:
+            if not self.accept_token(int(token_id)):
+                break
+            count += 1
+        return count
+
+    def rollback(self, n: int = 1) -> None:
+        """Undo the last ``n`` accepted tokens."""
+        if not 0 <= n <= self._node.length:
+            raise ValueError(f"cannot roll back {n} tokens: only {self._node.length} were accepted")
+        node = self._node
+        for _ in range(n):
+            node = node.previous
+        self._node = node
+
+    def recent_states(self, n: int) -> list[ParseState]:
+        """The states before and after each of the last ``n`` accepted tokens, oldest first
+        (``n + 1`` of them; the last is :attr:`state`)."""
+        if not 0 <= n <= self._node.length:
+            raise ValueError(f"cannot look back {n} tokens: only {self._node.length} were accepted")
+        node, states = self._node, []
+        for _ in range(n + 1):
+            states.append(node.state)
+            node = node.previous
+        return states[::-1]
+
+    def forced_tokens(self) -> list[int]:
+        """Canonical tokenization of the bytes every continuation must start with."""
+        if self._node.finished:
+            return []
+        return list(self.compiled.forced_tokens(self._node.state))

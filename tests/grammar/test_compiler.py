@@ -1,0 +1,81 @@
+"""Rule automata are shared across grammars through a process-wide cache: a cached automaton
+must be exactly the one a fresh compilation builds, whatever grammar compiled it first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from structspec import Grammar
+from structspec.grammar import compiler
+from structspec.grammar.ruleset import RuleSet
+
+GRAMMARS = sorted((Path(__file__).resolve().parents[2] / "grammars").glob("*.gbnf"))
+
+
+def layout(rules: RuleSet) -> tuple:
+    n = rules.n_states
+    return (
+        rules.rule_names,
+        rules.rule_start,
+        rules.root_start,
+        rules.refs,
+        rules.token_edges,
+        rules.final,
+        [rules.byte_next[q] for q in range(n)],
+        rules.class_table[:, rules.byte_class].tolist(),  # moves per byte, whatever the class numbering
+    )
+
+
+def fresh(text: str) -> RuleSet:
+    compiler._DFA_CACHE.clear()
+    return Grammar.from_gbnf(text).ruleset
+
+
+@pytest.mark.parametrize("path", GRAMMARS, ids=lambda p: p.stem)
+def test_warm_cache_builds_the_same_rule_set(path: Path) -> None:
+    for other in GRAMMARS:  # warm the cache with every other grammar first
+        Grammar.from_gbnf(other.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    warm = Grammar.from_gbnf(text).ruleset
+    assert layout(warm) == layout(fresh(text))
+
+
+def test_same_rule_text_with_different_inlined_callees_is_not_shared() -> None:
+    first = Grammar.from_gbnf('root ::= item item\nitem ::= "a"\n')
+    second = Grammar.from_gbnf('root ::= item item\nitem ::= "b"\n')
+    assert first.matches("aa") and not first.matches("bb")
+    assert second.matches("bb") and not second.matches("aa")
+
+
+def test_cache_stays_within_its_state_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compiler, "DFA_CACHE_STATES", 50)
+    for path in GRAMMARS:
+        Grammar.from_gbnf(path.read_text(encoding="utf-8"))
+        cache = compiler._DFA_CACHE
+        held = sum(len(d.final) for d in cache.entries.values())
+        assert held == cache.states
+        assert held <= 50 or len(cache.entries) == 1
+
+
+def test_byte_moves_match_the_class_table() -> None:
+    rules = Grammar.from_gbnf(GRAMMARS[0].read_text(encoding="utf-8")).ruleset
+    for q in range(rules.n_states):
+        dense = rules.class_table[q][rules.byte_class]
+        assert rules.byte_next[q] == {b: int(t) for b, t in enumerate(dense) if t >= 0}
+    assert np.all(rules.class_table < rules.n_states)
+
+
+@pytest.mark.parametrize("path", GRAMMARS, ids=lambda p: p.stem)
+def test_byte_classes_are_the_coarsest_partition(path: Path) -> None:
+    """Bytes in one class move every state alike, and any two classes are told apart by some
+    state (the classes are the common refinement of the rules' own, nothing coarser or finer)."""
+    rules = Grammar.from_gbnf(path.read_text(encoding="utf-8")).ruleset
+    table = rules.class_table
+    assert sorted(set(rules.byte_class.tolist())) == list(range(table.shape[1]))
+    distinct_columns = {tuple(table[:, c].tolist()) for c in range(table.shape[1])}
+    assert len(distinct_columns) == table.shape[1]
+    lowest = [int(np.flatnonzero(rules.byte_class == c)[0]) for c in range(table.shape[1])]
+    assert lowest == sorted(lowest)

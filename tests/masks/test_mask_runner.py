@@ -1,0 +1,214 @@
+"""The batch machinery under token masks: the flat token trie and the lazily built run DFA.
+
+The trie is checked node by node against the token byte strings it indexes (prefix ranges,
+children, and the rest-of-token byte sets that let a run accept a whole subtree, including
+the UTF-8 well-formedness bit). The run DFA's shortcuts (subtree acceptance through loop sets,
+closed loops across several run states, whole multi-byte characters) normally start only where
+hundreds of trie nodes share a run state; here that threshold is lowered to one so random
+grammars over small vocabularies exercise them everywhere, and masks must still equal brute
+force.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from test_masks import _byte_vocabularies, _grammars, _random_walk, _tokenizer
+
+import structspec
+from structspec import Grammar, GrammarError, Vocabulary
+from structspec.masks import runner as mask_runner
+from structspec.tokens.trie import byte_mask, set_words, token_trie
+
+
+@functools.cache
+def _valid_prefixes() -> frozenset[bytes]:
+    """Proper prefixes of the UTF-8 encodings of every non-ASCII scalar value."""
+    prefixes = set()
+    for code in range(0x80, 0x110000):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        encoded = chr(code).encode("utf-8")
+        prefixes.update(encoded[:k] for k in range(1, len(encoded)))
+    return frozenset(prefixes)
+
+
+def _well_formed(rest: bytes) -> bool:
+    """Whole well-formed characters, the last one possibly cut by the end."""
+    i = 0
+    while i < len(rest):
+        lead = rest[i]
+        size = 1 if lead < 0x80 else 2 if 0xC2 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4
+        if lead >= 0xF5 or 0x80 <= lead <= 0xC1:
+            return False
+        chunk = rest[i : i + size]
+        if len(chunk) < size:
+            return chunk in _valid_prefixes()
+        try:
+            if len(chunk.decode("utf-8")) != 1:
+                return False
+        except UnicodeDecodeError:
+            return False
+        i += size
+    return True
+
+
+def _expected_rest_words(rests: list[bytes]) -> tuple[int, int]:
+    value = 0
+    for rest in rests:
+        for b in rest:
+            value |= 1 << (b if b < 128 else 127)
+        if not _well_formed(rest):
+            value |= 1
+    return value & ((1 << 64) - 1), value >> 64
+
+
+def _check_trie(vocab: Vocabulary) -> None:
+    trie = token_trie(vocab)
+    rows = [vocab.token_bytes[i] for i in vocab.text_ids.tolist()]
+    todo, seen = [(0, b"")], 0
+    while todo:
+        node, prefix = todo.pop()
+        seen += 1
+        lo, ends, hi = int(trie.row_lo[node]), int(trie.end_hi[node]), int(trie.row_hi[node])
+        below = [r for r, spelled in enumerate(rows) if spelled.startswith(prefix)]
+        assert below == list(range(lo, hi)), f"rows below {prefix!r}"
+        assert [r for r in below if rows[r] == prefix] == list(range(lo, ends)), f"rows spelled {prefix!r}"
+        rests = [rows[r][len(prefix) :] for r in range(ends, hi)]
+        words = (int(trie.rest_sets[node, 0]), int(trie.rest_sets[node, 1]))
+        assert words == _expected_rest_words(rests), f"rest set below {prefix!r}"
+        children = range(int(trie.child_lo[node]), int(trie.child_hi[node]))
+        assert sorted({rest[0] for rest in rests}) == [int(trie.byte[c]) for c in children], f"children of {prefix!r}"
+        todo.extend((c, prefix + bytes([int(trie.byte[c])])) for c in children)
+    assert seen == len(trie.byte)
+
+
+_PIECES = st.lists(st.binary(min_size=1, max_size=6), min_size=1, max_size=40)
+_UTF8_PIECES = st.lists(
+    st.text(min_size=1, max_size=3).map(lambda t: t.encode("utf-8", "surrogatepass")), min_size=1, max_size=30
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(raw=_PIECES, text=_UTF8_PIECES, cut=st.integers(0, 3))
+def test_token_trie_matches_its_tokens(raw: list[bytes], text: list[bytes], cut: int) -> None:
+    tokens = [*raw, *text, *(t[cut:] for t in text if t[cut:])]  # ... and pieces cut mid-character
+    _check_trie(Vocabulary.from_token_bytes(tokens))
+
+
+def test_token_trie_of_a_real_vocabulary_matches_its_tokens() -> None:
+    _, full = _tokenizer("llama2")
+    ids = [i for i, b in enumerate(full.token_bytes) if b][:3000:3]  # a spread of real tokens
+    _check_trie(Vocabulary.from_token_bytes([full.token_bytes[i] for i in ids]))
+
+
+@pytest.fixture
+def probe_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Probe loop sets at every run state, however few trie nodes sit in it."""
+    monkeypatch.setattr(mask_runner, "PROBE_AT", 1)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16))
+def test_masks_with_every_loop_shortcut_are_exact(probe_everywhere: None, gbnf: str, vocab: Vocabulary,
+                                                  seed: int) -> None:
+    try:
+        grammar = Grammar.from_gbnf(gbnf)
+    except GrammarError:
+        assume(False)
+    _random_walk(structspec.compile(grammar, vocab), seed, 8)
+
+
+LOOPING = {
+    # strings whose contents run through several rules and states, with multi-byte characters
+    "recursive-chars": 'root ::= "\\"" chars "\\"" ","?\nchars ::= "" | [^"\\\\] chars | "\\\\" ["n] chars',
+    "two-state-loop": 'root ::= "<" ( [a-z] [0-9]? | [^\\x00-\\x7F] )* ">"',
+    "utf8-only-loop": 'root ::= [^\\x00-\\x7F]* "."',
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOOPING))
+def test_looping_grammars_with_probing_are_exact_on_real_tokens(probe_everywhere: None, name: str) -> None:
+    from test_masks import _sub_vocab
+
+    vocab, _ = _sub_vocab("llama3")
+    compiled = structspec.compile(Grammar.from_gbnf(LOOPING[name]), vocab)
+    for seed in range(4):
+        _random_walk(compiled, seed, 8)
+
+
+@pytest.fixture
+def delegate_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hand every subtree that sits inside a callee to a delegated run of the callee alone."""
+    monkeypatch.setattr(mask_runner, "DELEGATE_AT", 1)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16),
+       scalar_below=st.sampled_from([0, 10**9]))
+def test_masks_with_delegated_and_node_by_node_runs_are_exact(delegate_everywhere: None,
+                                                              monkeypatch: pytest.MonkeyPatch, gbnf: str,
+                                                              vocab: Vocabulary, seed: int, scalar_below: int) -> None:
+    """Delegation everywhere, with sweeps finished either all in numpy or all node by node."""
+    monkeypatch.setattr(mask_runner, "SCALAR_BELOW", scalar_below)
+    try:
+        grammar = Grammar.from_gbnf(gbnf)
+    except GrammarError:
+        assume(False)
+    _random_walk(structspec.compile(grammar, vocab), seed, 8)
+
+
+SHARED_STRINGS = (
+    'root ::= "{" "\\"a\\":" string ",\\"b\\":" ("[" string ("," string)* "]" | string) "}"\n'
+    'string ::= "\\"" ([^"\\\\\\x00-\\x1F] | "\\\\" ["\\\\nt])* "\\""'
+)
+
+
+def test_shared_string_rule_is_delegated_and_exact_on_real_tokens(delegate_everywhere: None) -> None:
+    """A string rule called from several places stays a rule (not inlined), so its sweeps are
+    delegated and shared; masks still equal brute force around and inside the strings."""
+    from test_masks import _sub_vocab
+
+    vocab, _ = _sub_vocab("llama3")
+    compiled = structspec.compile(Grammar.from_gbnf(SHARED_STRINGS), vocab)
+    for seed in range(6):
+        _random_walk(compiled, seed, 12)
+    assert compiled._runner._subruns, "no sweep was delegated"
+
+
+def test_callee_returning_inside_a_token_continues_in_its_caller(delegate_everywhere: None) -> None:
+    """Tokens that enter a shared rule, finish it and go on in the caller (``<'a',``): the
+    delegated run hands the nodes where the callee returns back to the caller's run."""
+    import itertools
+
+    gbnf = "root ::= \"<\" item \",\" item \">\"\nitem ::= \"'\" [a-b]* \"'\""
+    tokens = [bytes(t) for n in range(1, 5) for t in itertools.product(b"<>,'ab", repeat=n)]
+    compiled = structspec.compile(Grammar.from_gbnf(gbnf), Vocabulary.from_token_bytes(tokens))
+    for seed in range(8):
+        _random_walk(compiled, seed, 6)
+    assert compiled._runner._subruns, "no sweep was delegated"
+
+
+@given(st.sets(st.integers(0, 255)) | st.sets(st.integers(0, 255)).map(lambda s: s | set(range(128, 256))),
+       st.booleans())
+def test_loop_words_follow_their_definition(loop_bytes: set[int], utf8_loops: bool) -> None:
+    """Bits 1-126 are those bytes; bit 0 needs NUL and every byte >= 0x80; bit 127 needs DEL
+    and either every byte >= 0x80 or whole multi-byte characters."""
+    import numpy as np
+
+    flags = np.zeros(256, dtype=bool)
+    flags[sorted(loop_bytes)] = True
+    low, high = set_words(byte_mask(flags), utf8_loops)
+    value = low | high << 64
+    every_high = set(range(128, 256)) <= loop_bytes
+    expected = {b for b in loop_bytes if 0 < b < 127}
+    if 0 in loop_bytes and every_high:
+        expected.add(0)
+    if 127 in loop_bytes and (every_high or utf8_loops):
+        expected.add(127)
+    assert {b for b in range(128) if value >> b & 1} == expected
