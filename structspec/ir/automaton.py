@@ -17,8 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from structspec.ir.charset import ANY, CharSet
-from structspec.ir.expr import Alt, Chars, Expr, Lit, MaybeExpr, Ref, Rep, Seq, alt, rep, seq
-from structspec.regex.parse import Anchor
+from structspec.ir.expr import Alt, Anchor, Chars, Expr, Lit, MaybeExpr, Ref, Rep, Seq, alt, rep, seq
 
 MAX_STATES = 4000
 VECTORIZED_MOORE_CELLS = 256  # states x character pieces from which minimisation refines with numpy

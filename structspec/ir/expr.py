@@ -55,6 +55,13 @@ class Rep(Expr):
     high: int | None
 
 
+@dataclass(frozen=True)
+class Anchor(Expr):
+    """``^`` (``start=True``) or ``$`` in a regex: an assertion matching no character."""
+
+    start: bool
+
+
 EMPTY = Lit("")
 MaybeExpr = Expr | None
 

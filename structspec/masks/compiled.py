@@ -32,6 +32,7 @@ from structspec.grammar import Grammar
 from structspec.grammar.completion import completion_cost, rule_completion_costs, spellable_bytes
 from structspec.grammar.gbnf.ast import TokenRef
 from structspec.grammar.parse_state import Frame, ParseState, close, frame, union
+from structspec.masks.matcher import Matcher
 from structspec.masks.runner import StackRunner, rows_in
 from structspec.tokens.trie import token_trie
 from structspec.tokens.vocabulary import Vocabulary
@@ -106,10 +107,8 @@ class CompiledGrammar:
         self._runner = StackRunner(self.rules, token_trie(vocabulary))
         self._completion_costs: list[float] | None = None  # filled on first use (threads may race: same result)
 
-    def matcher(self):
+    def matcher(self) -> Matcher:
         """A fresh :class:`~structspec.masks.matcher.Matcher` at the start of the grammar."""
-        from structspec.masks.matcher import Matcher
-
         return Matcher(self)
 
     # -- masks -------------------------------------------------------------------------------

@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from structspec.grammar.parse_state import ParseState
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # names for annotations only: torch is imported where a tensor is made
+    import torch
+
     from structspec.masks.compiled import CompiledGrammar
 
 
@@ -79,6 +80,8 @@ class Matcher:
 
     def allowed_mask(self) -> torch.Tensor:
         """Bool tensor ``[vocab_size]``: True for tokens that keep the output valid."""
+        import torch
+
         bits = np.unpackbits(self.mask_words().view(np.uint8), bitorder="little")
         return torch.from_numpy(bits[: self.compiled.vocabulary.size].view(np.bool_))
 
@@ -120,6 +123,8 @@ class Matcher:
             target[:n] = words.view(np.int32)
             target[n:] = 0
             return
+        import torch
+
         target = bitmask[row]
         target[:n].copy_(torch.from_numpy(words.view(np.int32)))
         target[n:].zero_()
@@ -131,6 +136,8 @@ class Matcher:
         forbidden = np.ones(width, dtype=np.bool_)  # ids past the vocabulary (padded logits) too
         allowed = np.unpackbits(self.mask_words().view(np.uint8), count=size, bitorder="little")
         np.equal(allowed, 0, out=forbidden[:size])
+        import torch
+
         logits.masked_fill_(torch.from_numpy(forbidden).to(logits.device, non_blocking=True), float("-inf"))
         return logits
 

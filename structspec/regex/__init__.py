@@ -6,3 +6,6 @@ grammar or into the language of a JSON Schema ``pattern`` (``convert``).
 May import: ``structspec.ir`` and ``structspec.errors``.
 """
 
+from structspec.regex.convert import RegexError, regex_to_gbnf
+
+__all__ = ["RegexError", "regex_to_gbnf"]

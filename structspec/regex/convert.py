@@ -22,6 +22,7 @@ from structspec.ir.automaton import DFA, dfa_from_regex, emit_dfa
 from structspec.ir.charset import ANY, CharSet
 from structspec.ir.expr import (
     Alt,
+    Anchor,
     Chars,
     Expr,
     Lit,
@@ -35,7 +36,7 @@ from structspec.ir.expr import (
     rep,
     seq,
 )
-from structspec.regex.parse import Anchor, RegexError, parse_regex
+from structspec.regex.parse import RegexError, parse_regex
 
 __all__ = [
     "PatternLanguage",

@@ -10,10 +10,9 @@ and we only accept strings both engines agree on.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from structspec.ir.charset import ANY, LINE_TERMINATORS, CharSet, class_escape
-from structspec.ir.expr import Expr, alt, chars, rep, seq
+from structspec.ir.expr import Anchor, Expr, alt, chars, rep, seq
 
 MAX_REPEAT = 10_000
 
@@ -26,13 +25,6 @@ class RegexError(ValueError):
         self.pattern = pattern
         self.position = position
         super().__init__(f"{message} at position {position} in pattern {pattern!r}")
-
-
-@dataclass(frozen=True)
-class Anchor(Expr):
-    """``^`` (``start=True``) or ``$``: an assertion matching no character."""
-
-    start: bool
 
 
 _CONTROL_ESCAPES = {"t": "\t", "n": "\n", "v": "\x0b", "f": "\x0c", "r": "\r"}
