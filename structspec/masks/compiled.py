@@ -7,7 +7,7 @@ Design (the hot path; see docs/masks.md for the measurements behind it):
   lazily, a :class:`LocalMask`: the tokens consumed while the stack never pops below the
   frame of ``q`` (*context-independent*), and the token-trie nodes after which ``q``'s rule
   may end with bytes left (*context-dependent*). Both come from one breadth-first sweep of
-  the vocabulary's token trie through a lazily determinized pushdown
+  the vocabulary's token trie through a lazily determinized pushdown, in native code
   (:mod:`structspec.masks.runner`, :mod:`structspec.tokens.trie`).
 * At run time the mask of a state is the OR of its stacks' context-independent words plus a
   sweep of the context-dependent nodes from the stack below.
@@ -33,13 +33,14 @@ from structspec.grammar.completion import completion_cost, rule_completion_costs
 from structspec.grammar.gbnf.ast import TokenRef
 from structspec.grammar.parse_state import Frame, ParseState, close, frame, union
 from structspec.masks.matcher import Matcher
-from structspec.masks.runner import StackRunner, rows_in
+from structspec.masks.runner import ROOT, StackRunner
 from structspec.tokens.trie import token_trie
 from structspec.tokens.vocabulary import Vocabulary
 
 STATE_CACHE_BYTES = 16 << 20  # whole-state mask cache per compiled grammar (LRU)
 FORCED_CACHE_SIZE = 4096  # (state, text) forced continuations kept per compiled grammar (LRU)
 ADVANCE_CACHE_SIZE = 4096  # (state, token) steps kept per compiled grammar (LRU; a round needs only its own)
+RUN_CACHE_BYTES = 8 << 20  # runs of pending nodes below a stack kept per compiled grammar (LRU)
 MISSING = object()  # what a Memo holds for a key it does not hold
 
 
@@ -104,7 +105,8 @@ class CompiledGrammar:
         self._states = Memo(max(64, STATE_CACHE_BYTES // (4 * self.n_words)))  # state -> mask words
         self._steps = Memo(ADVANCE_CACHE_SIZE)  # (state, token id) -> state after it
         self._jumps = Memo(FORCED_CACHE_SIZE)  # (state, text) -> tokens of the text and what it forces
-        self._runner = StackRunner(self.rules, token_trie(vocabulary))
+        self._runner = StackRunner(self.rules, token_trie(vocabulary), vocabulary.text_ids, self.n_words)
+        self._runs = Memo(max(64, RUN_CACHE_BYTES // (4 * self.n_words)))  # (q, nodes) -> words, pending
         self._completion_costs: list[float] | None = None  # filled on first use (threads may race: same result)
 
     def matcher(self) -> Matcher:
@@ -127,18 +129,14 @@ class CompiledGrammar:
 
     def _compute(self, state: ParseState) -> np.ndarray:
         words = np.zeros(self.n_words, dtype=np.uint32)
-        lo: list[np.ndarray] = []
-        hi: list[np.ndarray] = []
         for head in self._own_heads(state.heads):
             local = self.local_mask(head.state)
             np.bitwise_or(words, local.words, out=words)
             if len(local.pending) and head.parent is not None:
-                self._accepted_below(head.parent, local.pending, lo, hi)
+                self._accepted_below(head.parent, local.pending, words)
         for head in state.heads:
             for ref, _ in self.rules.token_edges[head.state]:
                 np.bitwise_or(words, self._token_refs[ref].words, out=words)
-        if lo:
-            np.bitwise_or(words, self._words_of_rows(np.concatenate(lo), np.concatenate(hi)), out=words)
         if state.accepting:
             np.bitwise_or(words, self._eos_words, out=words)
         return words
@@ -186,20 +184,29 @@ class CompiledGrammar:
             found = self._closures[q] = tuple(tuple(h.states()) for h in heads if h is not lone)
         return found
 
-    def _accepted_below(self, parent: Frame, nodes: np.ndarray, lo: list[np.ndarray], hi: list[np.ndarray]) -> None:
-        """Append the row ranges of the tokens below trie ``nodes`` whose rest the stack
+    def _accepted_below(self, parent: Frame, nodes: np.ndarray, words: np.ndarray) -> None:
+        """OR into ``words`` the tokens below trie ``nodes`` whose rest the stack
         ``parent`` accepts (tokens that leave a frame above it after those nodes): each head of
         its closure runs them (the runs are kept: the same nodes recur below the stacks of a
         list's items or a counted string's positions), and what leaves that head's frame in turn
         goes one level down."""
         heads, _ = close(self.rules, [parent])
-        runner = self._runner
         for head in self._own_heads(heads):
-            accepted_lo, accepted_hi, pending = runner.run(runner.start(head.state), nodes, keep=True)
-            lo.append(accepted_lo)
-            hi.append(accepted_hi)
+            accepted, pending = self._kept_run(head.state, nodes)
+            np.bitwise_or(words, accepted, out=words)
             if len(pending) and head.parent is not None:
-                self._accepted_below(head.parent, pending, lo, hi)
+                self._accepted_below(head.parent, pending, words)
+
+    def _kept_run(self, q: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The run of the tokens below ``nodes`` from a lone frame topped by ``q`` (see
+        :meth:`StackRunner.run`), kept: it does not depend on the frames below."""
+        key = (q, nodes.tobytes())
+        found = self._runs.get(key)
+        if found is MISSING:
+            runner = self._runner
+            found = runner.run(runner.start(q), nodes)
+            self._runs.put(key, found)
+        return found
 
     def forced_tokens(self, state: ParseState) -> list[int]:
         """Canonical tokenization of the bytes every continuation of ``state`` starts with
@@ -274,14 +281,8 @@ class CompiledGrammar:
 
     def _compute_local(self, q: int) -> LocalMask:
         runner = self._runner
-        lo, hi, pending = runner.run(runner.start(q), np.zeros(1, np.int32))  # from the trie root
-        return LocalMask(words=self._words_of_rows(lo, hi), pending=pending)
-
-    def _words_of_rows(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Mask words of the text tokens in the trie's row ranges ``[lo, hi)``."""
-        bits = np.zeros(self.n_words * 32, dtype=bool)
-        bits[self.vocabulary.text_ids] = rows_in(lo, hi, len(self.vocabulary.text_ids))
-        return np.packbits(bits, bitorder="little").view(np.uint32)
+        words, pending = runner.run(runner.start(q), ROOT)
+        return LocalMask(words=words, pending=pending)
 
 
 def _resolve(ref: TokenRef, vocab: Vocabulary, source: str) -> int:

@@ -1,4 +1,4 @@
-"""The token trie of a vocabulary as flat arrays, for breadth-first batch runs.
+"""The token trie of a vocabulary as flat arrays, for the native mask core's sweeps.
 
 Nodes are numbered breadth-first (node 0 is the empty prefix), so the children of one node are
 a contiguous range and the children of a whole level are ordered by parent. Every node is a
@@ -12,8 +12,8 @@ for DEL and for any non-ASCII byte, provided every token's rest below the node i
 UTF-8 from there on (whole characters, the last one possibly cut by the token's end); bit 0 for
 NUL and for a rest that is not (a stray continuation byte, an invalid lead). A state "loops" on
 bit 127 only when every well-formed multi-byte character takes it back to itself (see
-:func:`set_words`), so the subset test stays exact while multilingual tokens inside a string
-are accepted without expanding their subtrees.
+``loop_words`` in ``structspec/masks/_sweep.pyx``), so the subset test stays exact while
+multilingual tokens inside a string are accepted without expanding their subtrees.
 """
 
 from __future__ import annotations
@@ -38,48 +38,6 @@ class TokenTrie:
     row_hi: np.ndarray  # int32: one past the last trie row below the node
     rest_sets: np.ndarray  # uint64 [nodes, 2]: bytes after the prefix in the rows below
     n_rows: int
-
-    def scalar_view(self) -> ScalarTrie:
-        """The same arrays as memoryviews, for fast one-element reads from Python."""
-        view = self.__dict__.get("_scalar")
-        if view is None:
-            view = self.__dict__["_scalar"] = ScalarTrie(self)
-        return view
-
-
-class ScalarTrie:
-    """Memoryviews over a :class:`TokenTrie` (indexing yields Python ints, no copies)."""
-
-    def __init__(self, trie: TokenTrie) -> None:
-        self.child_lo = memoryview(trie.child_lo)
-        self.child_hi = memoryview(trie.child_hi)
-        self.row_lo = memoryview(trie.row_lo)
-        self.end_hi = memoryview(trie.end_hi)
-        self.row_hi = memoryview(trie.row_hi)
-        self.rest_low = memoryview(np.ascontiguousarray(trie.rest_sets[:, 0]))
-        self.rest_high = memoryview(np.ascontiguousarray(trie.rest_sets[:, 1]))
-
-
-ALL_HIGH = (1 << 128) - 1
-
-
-def set_words(mask: int, utf8_loops: bool = False) -> tuple[int, int]:
-    """The loop side of a subset test: the bytes that keep a state where it is (bit ``b`` of
-    the 256-bit ``mask`` for byte ``b``, see :func:`byte_mask`), as two 64-bit words. Bit 0
-    needs NUL and every byte >= 0x80 (any byte string of them stays); bit 127 needs DEL and
-    ``utf8_loops`` (every well-formed multi-byte character comes back)."""
-    value = mask & ((1 << 127) - 2)  # bytes 1..126 as they are
-    high = mask >> 128 == ALL_HIGH
-    if mask & 1 and high:
-        value |= 1
-    if mask >> 127 & 1 and (high or utf8_loops):
-        value |= 1 << 127
-    return value & ((1 << 64) - 1), value >> 64
-
-
-def byte_mask(flags: np.ndarray) -> int:
-    """The 256-bit mask of a bool array over the bytes (bit ``b`` set where ``flags[b]``)."""
-    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
 
 
 @functools.lru_cache(maxsize=8)
