@@ -1,8 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The token-mask hot path in C: a lazily determinized pushdown swept over the token trie.
 
-A *run state* is a set of parse stacks rooted at a lone frame (and whether the bottom rule may
-end there). Stacks are interned frames ``(automaton state, parent frame)`` numbered in a C hash
+A *run state* is a parse state: a set of parse stacks and whether the root rule may end
+there. Stacks are interned frames ``(automaton state, parent frame)`` numbered in a C hash
 table, a run state is a sorted array of head frames interned the same way, and
 ``trans[run_state * n_classes + byte_class]`` is filled on demand by advancing every head over
 the class's byte and closing the result (rule calls pushed, finished rules popped) -- the same
@@ -25,6 +25,12 @@ cdef enum:
     ERR_SIZE = -4  # the tables outgrew their limits (or memory): GrammarError E108
 
 cdef int MAX_CLOSED = 16  # run states a probed loop set may wander through
+cdef int CHAINS_AFTER = 8  # expansions of a run state after which counted chains are tried
+
+
+cdef struct Node:  # one record of structspec.tokens.trie.NODE
+    int32_t child_lo, child_hi, row_lo, end_hi, row_hi, height, below_index, byte
+    uint64_t rest0, rest1
 
 
 cdef struct IVec:
@@ -89,26 +95,25 @@ cdef class Pushdown:
     cdef const uint8_t[::1] final
     cdef const uint8_t[::1] movable
     cdef const uint8_t[::1] sink
+    cdef const uint8_t[::1] plain  # only byte moves: not final, no calls, no token edges
     cdef const int32_t[::1] multi_seq  # UTF-8 multi-byte sequences: offsets into multi_pos
     cdef const int32_t[::1] multi_pos  # per sequence position: offsets into multi_cls
     cdef const int32_t[::1] multi_cls  # the byte classes of each position
     cdef int n_classes
     cdef int n_states
     # trie (read-only)
-    cdef const uint8_t[::1] t_byte
-    cdef const int32_t[::1] t_child_lo
-    cdef const int32_t[::1] t_child_hi
-    cdef const int32_t[::1] t_row_lo
-    cdef const int32_t[::1] t_end_hi
-    cdef const int32_t[::1] t_row_hi
-    cdef const uint64_t[:, ::1] t_rest
+    cdef const Node* nodes
+    cdef const uint8_t[::1] t_byte  # each node's last byte, dense: a sweep reads a node's children's bytes together
+    cdef Py_ssize_t n_nodes
+    cdef const uint32_t[:, ::1] t_below_words
     cdef const int32_t[::1] row_ids  # trie row -> token id
     cdef object _keep  # the arrays above, kept alive
     # frames
     cdef int32_t* f_state
     cdef int32_t* f_parent
     cdef int32_t* f_seen
-    cdef Py_ssize_t n_frames, cap_frames
+    cdef readonly Py_ssize_t n_frames
+    cdef Py_ssize_t cap_frames
     cdef int64_t* fh_keys
     cdef int32_t* fh_vals
     cdef Py_ssize_t fh_cap
@@ -124,11 +129,16 @@ cdef class Pushdown:
     cdef uint64_t* loops
     cdef uint8_t* has_loop
     cdef int32_t* visits
+    cdef int32_t* mb_end  # see char_end(): UNKNOWN until computed, per automaton state
+    cdef int32_t* uni_next  # see uniform(): UNKNOWN until computed, DEAD for none
+    cdef uint64_t* uni_words
+    cdef int32_t* jump_len  # see segment(): -1 until computed
+    cdef int32_t* jump_to
     cdef int32_t* rs_seen
-    cdef int32_t* starts  # automaton state -> run state of a lone frame (-1 unknown)
     # scratch
-    cdef IVec tops, todo, heads, stack, found, chars
+    cdef IVec tops, todo, heads, stack, found, chars, pend
     cdef int32_t max_id
+    cdef readonly Py_ssize_t expanded, probes  # counters for profiling: trie nodes expanded, loop probes
     cdef readonly int probe_at  # expansions of a run state after which its loop set is probed
     cdef int32_t stamp, rs_stamp
     cdef readonly Py_ssize_t max_frames, max_states, max_stacks
@@ -137,18 +147,18 @@ cdef class Pushdown:
         self.f_state = self.f_parent = self.f_seen = NULL
         self.fh_keys = NULL
         self.fh_vals = self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
-        self.starts = NULL
+        self.uni_next = self.jump_len = self.jump_to = self.mb_end = NULL
+        self.uni_words = NULL
         self.rs_hash = self.loops = NULL
         self.pops = self.has_loop = NULL
         ivec_init(&self.rs_heads); ivec_init(&self.tops); ivec_init(&self.todo); ivec_init(&self.heads)
-        ivec_init(&self.stack); ivec_init(&self.found); ivec_init(&self.chars)
+        ivec_init(&self.stack); ivec_init(&self.found); ivec_init(&self.chars); ivec_init(&self.pend)
 
-    def __init__(self, class_table, byte_class, ref_off, ref_start, ref_ret, final, movable, sink,
-                 multi_seq, multi_pos, multi_cls, trie_byte, child_lo, child_hi, row_lo, end_hi, row_hi,
-                 rest, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
+    def __init__(self, class_table, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
+                 multi_seq, multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
                  int probe_at=256):
-        self._keep = (class_table, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, multi_seq,
-                      multi_pos, multi_cls, trie_byte, child_lo, child_hi, row_lo, end_hi, row_hi, rest, row_ids)
+        self._keep = (class_table, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain, multi_seq,
+                      multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids)
         self.class_table = class_table
         self.byte_class = byte_class
         self.ref_off = ref_off
@@ -157,16 +167,19 @@ cdef class Pushdown:
         self.final = final
         self.movable = movable
         self.sink = sink
+        self.plain = plain
         self.multi_seq = multi_seq
         self.multi_pos = multi_pos
         self.multi_cls = multi_cls
+        cdef const uint8_t[::1] raw = nodes.view(np.uint8).reshape(-1)
+        if nodes.dtype.itemsize != sizeof(Node) or raw.shape[0] == 0:
+            raise ValueError(f"trie nodes must be {sizeof(Node)}-byte records, at least the root")
+        self.nodes = <const Node*> &raw[0]
+        self.n_nodes = raw.shape[0] // sizeof(Node)
+        self.t_below_words = below_words
         self.t_byte = trie_byte
-        self.t_child_lo = child_lo
-        self.t_child_hi = child_hi
-        self.t_row_lo = row_lo
-        self.t_end_hi = end_hi
-        self.t_row_hi = row_hi
-        self.t_rest = rest
+        if self.t_byte.shape[0] != self.n_nodes:
+            raise ValueError("one byte per trie node")
         self.row_ids = row_ids
         self.n_states = class_table.shape[0]
         self.max_id = max_of(self.row_ids)
@@ -177,11 +190,12 @@ cdef class Pushdown:
         self.n_frames = self.n_runs = 0
         self.cap_frames = self.cap_runs = 0
         self.fh_cap = self.rh_cap = 0
-        self.starts = <int32_t*> malloc(max(self.n_states, 1) * sizeof(int32_t))
         self.rs_off = <int32_t*> malloc(sizeof(int32_t))
-        if self.starts == NULL or self.rs_off == NULL:
+        self.mb_end = <int32_t*> malloc(max(self.n_states, 1) * sizeof(int32_t))
+        if self.rs_off == NULL or self.mb_end == NULL:
             raise MemoryError()
-        memset(self.starts, 0xff, max(self.n_states, 1) * sizeof(int32_t))
+        for i in range(self.n_states):
+            self.mb_end[i] = UNKNOWN
         self.rs_off[0] = 0
         if self._grow_frames() or self._grow_runs() or self._rehash_frames(1024) or self._rehash_runs(256):
             raise MemoryError()
@@ -189,9 +203,10 @@ cdef class Pushdown:
     def __dealloc__(self):
         free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_keys); free(self.fh_vals)
         free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.trans); free(self.pops)
-        free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen); free(self.starts)
+        free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
+        free(self.uni_next); free(self.uni_words); free(self.jump_len); free(self.jump_to); free(self.mb_end)
         free(self.rs_heads.data); free(self.tops.data); free(self.todo.data); free(self.heads.data)
-        free(self.stack.data); free(self.found.data); free(self.chars.data)
+        free(self.stack.data); free(self.found.data); free(self.chars.data); free(self.pend.data)
 
     @property
     def n_run_states(self) -> int:
@@ -199,8 +214,8 @@ cdef class Pushdown:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the tables this object filled (the grammar and trie arrays aside)."""
-        return (self.cap_frames * 12 + self.fh_cap * 12 + self.cap_runs * (4 * self.n_classes + 8 + 8 + 16 + 10)
+        """Bytes of the tables this object allocated (the grammar and trie arrays aside)."""
+        return (self.cap_frames * 12 + self.fh_cap * 12 + self.cap_runs * (4 * self.n_classes + 8 + 8 + 16 + 10 + 28)
                 + self.rh_cap * 4 + self.rs_heads.cap * 4)
 
     # -- storage -----------------------------------------------------------------------------
@@ -262,11 +277,17 @@ cdef class Pushdown:
                 or grow(<void**> &self.trans, old * k * 4, new * k * 4, 0xfe)  # 0xfefefefe < -2: fixed below
                 or grow(<void**> &self.pops, old, new, 0) or grow(<void**> &self.loops, old * 16, new * 16, 0)
                 or grow(<void**> &self.has_loop, old, new, 0) or grow(<void**> &self.visits, old * 4, new * 4, 0)
-                or grow(<void**> &self.rs_seen, old * 4, new * 4, 0)):
+                or grow(<void**> &self.rs_seen, old * 4, new * 4, 0)
+                or grow(<void**> &self.uni_next, old * 4, new * 4, 0xfe)
+                or grow(<void**> &self.uni_words, old * 16, new * 16, 0)
+                or grow(<void**> &self.jump_len, old * 4, new * 4, 0xff)
+                or grow(<void**> &self.jump_to, old * 4, new * 4, 0)):
             return -1
         cdef Py_ssize_t i
         for i in range(old * k, new * k):
             self.trans[i] = UNKNOWN
+        for i in range(old, new):
+            self.uni_next[i] = UNKNOWN
         self.cap_runs = new
         return 0
 
@@ -420,24 +441,6 @@ cdef class Pushdown:
             self.trans[r * self.n_classes + c] = found
         return found
 
-    cdef int32_t start_of(self, int32_t q) noexcept nogil:
-        cdef int32_t found = self.starts[q], top
-        if found >= 0:
-            return found
-        top = self.frame(q, -1)
-        if top < 0:
-            return top
-        self.tops.size = 0
-        if ivec_push(&self.tops, top):
-            return ERR_SIZE
-        found = self.close(&self.tops)
-        if found == DEAD:  # a lone frame that can neither move nor end: an empty run state
-            self.heads.size = 0
-            found = self.intern_run(&self.heads, 0)
-        if found >= 0:
-            self.starts[q] = found
-        return found
-
     # -- loop probes -------------------------------------------------------------------------
     cdef int _add_reached(self, int32_t target, int32_t step, int32_t* reached_step) noexcept nogil:
         """Remember ``target`` (first reached by ``step``); -1 when the closure overflows."""
@@ -532,12 +535,193 @@ cdef class Pushdown:
             ok[b] = allowed[self.byte_class[b]]
         self._set_loops(state, ok, utf8)
 
+    # -- counted repetition -------------------------------------------------------------------
+    cdef int32_t uniform(self, int32_t s) noexcept nogil:
+        """The run state most bytes lead ``s`` to, and in ``uni_words[s]`` the loop words of
+        the bytes (and, if every one does, the whole multi-byte characters) that lead there;
+        DEAD when every byte dies, an error code on error. A counted repetition (``x{16}``,
+        a ``maxLength`` string) is a chain of such steps, one state per count."""
+        cdef int32_t found = self.uni_next[s], t, best = DEAD
+        cdef int32_t counts[256]
+        cdef int32_t targets[256]
+        cdef uint8_t ok[256]
+        cdef int n_targets = 0, c, b, i, most = 0
+        cdef bint utf8 = 1
+        cdef Py_ssize_t seq, p, k, mark, j
+        cdef uint64_t low, high
+        if found != UNKNOWN:
+            return found
+        for c in range(self.n_classes):
+            t = self.fill(s, c)
+            if t < DEAD:
+                return t
+        for b in range(256):
+            t = self.trans[s * self.n_classes + self.byte_class[b]]
+            if t < 0:
+                continue
+            for i in range(n_targets):
+                if targets[i] == t:
+                    counts[i] += 1
+                    break
+            else:
+                targets[n_targets] = t
+                counts[n_targets] = 1
+                n_targets += 1
+        for i in range(n_targets):
+            if counts[i] > most:
+                most, best = counts[i], targets[i]
+        if best >= 0:
+            for b in range(256):
+                ok[b] = self.trans[s * self.n_classes + self.byte_class[b]] == best
+            utf8 = self.chars_uniform(s, ok)
+            set_words(ok, utf8, &low, &high)
+            self.uni_words[2 * s] = low
+            self.uni_words[2 * s + 1] = high
+        self.uni_next[s] = best
+        return best
+
+    cdef int32_t char_end(self, int32_t q) noexcept nogil:
+        """The automaton state every well-formed multi-byte character leads ``q`` to through
+        plain states (byte moves only), DEAD when none can start, UNKNOWN when they differ
+        (or pass a state with calls or ends)."""
+        cdef int32_t found = self.mb_end[q], x, y, end = UNKNOWN
+        cdef Py_ssize_t seq, p, k
+        cdef bint dead = 1
+        if found != UNKNOWN or q >= self.n_states:
+            return found
+        for seq in range(self.multi_seq.shape[0] - 1):
+            p = self.multi_seq[seq]
+            for k in range(self.multi_pos[p], self.multi_pos[p + 1]):
+                if self.class_table[q, self.multi_cls[k]] >= 0:
+                    dead = 0
+        if dead:
+            self.mb_end[q] = DEAD
+            return DEAD
+        for seq in range(self.multi_seq.shape[0] - 1):
+            x = q
+            for p in range(self.multi_seq[seq], self.multi_seq[seq + 1]):
+                if p > self.multi_seq[seq] and not self.plain[x]:
+                    return self._no_char_end(q)
+                y = UNKNOWN
+                for k in range(self.multi_pos[p], self.multi_pos[p + 1]):
+                    if y == UNKNOWN:
+                        y = self.class_table[x, self.multi_cls[k]]
+                    elif self.class_table[x, self.multi_cls[k]] != y:
+                        return self._no_char_end(q)
+                if y < 0:
+                    return self._no_char_end(q)
+                x = y
+            if end == UNKNOWN:
+                end = x
+            elif end != x:
+                return self._no_char_end(q)
+        self.mb_end[q] = end
+        return end
+
+    cdef int32_t _no_char_end(self, int32_t q) noexcept nogil:
+        self.mb_end[q] = -3  # computed: no common end
+        return UNKNOWN
+
+    cdef bint chars_uniform(self, int32_t s, uint8_t* ok) noexcept nogil:
+        """Whether every well-formed multi-byte character leads ``s`` where the ASCII bytes
+        ``ok`` do: each head's character end is its move on such a byte (or both die)."""
+        cdef int b, c0 = -1
+        cdef Py_ssize_t i
+        cdef int32_t q, e
+        for b in range(1, 127):
+            if ok[b]:
+                c0 = self.byte_class[b]
+                break
+        if c0 < 0:
+            return 0
+        for i in range(self.rs_off[s], self.rs_off[s + 1]):
+            q = self.f_state[self.rs_heads.data[i]]
+            e = self.char_end(q)
+            if e == UNKNOWN or e == -3 or e != self.class_table[q, c0]:
+                return 0
+        return 1
+
+    cdef int32_t segment(self, int32_t s) noexcept nogil:
+        """How many steps from ``s`` the uniform chain keeps ``s``'s loop words (every state
+        alive; capped past the longest token), with ``jump_to[s]`` the state after them; an
+        error code on error. Filled backwards along the chain, so each state is walked once."""
+        cdef int32_t t = s, nxt, cap = self.nodes[0].height + 1, n, k, length
+        cdef uint64_t w0 = self.uni_words[2 * s], w1 = self.uni_words[2 * s + 1]
+        if self.jump_len[s] >= 0:
+            return self.jump_len[s]
+        self.chars.size = 0
+        while True:
+            if ivec_push(&self.chars, t):
+                return ERR_SIZE
+            nxt = self.uni_next[t]  # computed: t's words were read
+            if nxt == t:  # a loop: the words hold for ever
+                length = cap
+                break
+            if nxt < 0:
+                length = 1
+                nxt = t
+                break
+            if self.uniform(nxt) < DEAD:
+                return ERR_SIZE
+            if self.uni_words[2 * nxt] != w0 or self.uni_words[2 * nxt + 1] != w1:
+                length = 1
+                break
+            if self.jump_len[nxt] >= 0:
+                length = self.jump_len[nxt] + 1
+                nxt = self.jump_to[nxt]
+                break
+            if self.chars.size >= cap:
+                length = 1
+                break
+            t = nxt
+        n = self.chars.size
+        for k in range(n - 1, -1, -1):
+            t = self.chars.data[k]
+            self.jump_len[t] = length if length < cap else cap
+            self.jump_to[t] = nxt
+            length += 1
+        return self.jump_len[s]
+
+    cdef int chain_accepts(self, int32_t s, int32_t node) noexcept nogil:
+        """Whether every token below ``node`` stays alive from ``s``: at each of the node's
+        ``height`` steps, the rest bytes lead every state of the chain to the same next state
+        (1 yes, 0 no, or an error code)."""
+        cdef int32_t h = self.nodes[node].height, t, k
+        cdef uint64_t r0 = self.nodes[node].rest0, r1 = self.nodes[node].rest1
+        while h > 0:
+            t = self.uniform(s)
+            if t < DEAD:
+                return t
+            if t == DEAD or (r0 & ~self.uni_words[2 * s]) or (r1 & ~self.uni_words[2 * s + 1]):
+                return 0
+            k = self.segment(s)
+            if k < 0:
+                return k
+            if k >= h:
+                return 1
+            h -= k
+            s = self.jump_to[s]
+        return 1
+
     # -- sweeps ------------------------------------------------------------------------------
     cdef inline void accept(self, uint32_t* words, int32_t lo, int32_t hi) noexcept nogil:
         cdef int32_t r, token
         for r in range(lo, hi):
             token = self.row_ids[r]
             words[token >> 5] |= (<uint32_t> 1) << (token & 31)
+
+    cdef inline void accept_below(self, uint32_t* words, int32_t node) noexcept nogil:
+        """Accept every token strictly below ``node``."""
+        cdef int32_t big = self.nodes[node].below_index
+        cdef Py_ssize_t i, n
+        cdef const uint32_t* row
+        if big < 0:
+            self.accept(words, self.nodes[node].end_hi, self.nodes[node].row_hi)
+            return
+        n = self.t_below_words.shape[1]
+        row = &self.t_below_words[big, 0]
+        for i in range(n):
+            words[i] |= row[i]
 
     cdef int32_t sweep(self, int32_t start, const int32_t* nodes, Py_ssize_t n, uint32_t* words,
                        IVec* pending, IVec* stack) noexcept nogil:
@@ -546,6 +730,7 @@ cdef class Pushdown:
         and push to ``pending`` the nodes after which it may pop with bytes left below."""
         cdef Py_ssize_t i
         cdef int32_t node, s, depth, child, t, c
+        cdef int accepted
         cdef uint64_t* loops
         stack.size = 0
         for i in range(n):
@@ -557,21 +742,30 @@ cdef class Pushdown:
             s = stack.data[stack.size + 1]
             depth = stack.data[stack.size + 2]
             if depth:
-                self.accept(words, self.t_row_lo[node], self.t_end_hi[node])
+                self.accept(words, self.nodes[node].row_lo, self.nodes[node].end_hi)
             if self.has_loop[s]:
                 loops = self.loops + 2 * s
-                if (self.t_rest[node, 0] & ~loops[0]) == 0 and (self.t_rest[node, 1] & ~loops[1]) == 0:
-                    self.accept(words, self.t_end_hi[node], self.t_row_hi[node])
+                if (self.nodes[node].rest0 & ~loops[0]) == 0 and (self.nodes[node].rest1 & ~loops[1]) == 0:
+                    self.accept_below(words, node)
                     continue
-            if depth and self.pops[s] and self.t_end_hi[node] < self.t_row_hi[node]:
+            if self.visits[s] >= CHAINS_AFTER:
+                accepted = self.chain_accepts(s, node)
+                if accepted < 0:
+                    return accepted
+                if accepted:
+                    self.accept_below(words, node)
+                    continue
+            if depth and self.pops[s] and self.nodes[node].end_hi < self.nodes[node].row_hi:
                 if ivec_push(pending, node):
                     return ERR_SIZE
-            if self.t_child_lo[node] == self.t_child_hi[node]:
+            if self.nodes[node].child_lo == self.nodes[node].child_hi:
                 continue
             self.visits[s] += 1
+            self.expanded += 1
             if self.visits[s] == self.probe_at:
+                self.probes += 1
                 self.probe(s)
-            for child in range(self.t_child_lo[node], self.t_child_hi[node]):
+            for child in range(self.nodes[node].child_lo, self.nodes[node].child_hi):
                 c = self.byte_class[self.t_byte[child]]
                 t = self.trans[s * self.n_classes + c]
                 if t == UNKNOWN:
@@ -583,42 +777,84 @@ cdef class Pushdown:
                         return ERR_SIZE
         return 0
 
-    # -- Python entry points -----------------------------------------------------------------
-    def start(self, int q) -> int:
-        """The run state of a lone frame topped by automaton state ``q`` (or an error code)."""
-        if not 0 <= q < self.n_states:
-            raise ValueError(f"automaton state {q} is outside 0..{self.n_states - 1}")
-        cdef int32_t found
-        with nogil:
-            found = self.start_of(q)
-        return found
+    cdef void clear(self) noexcept nogil:
+        """Forget every frame and run state (the tables keep their memory)."""
+        cdef Py_ssize_t i
+        memset(self.fh_keys, 0xff, self.fh_cap * sizeof(int64_t))
+        memset(self.rh_slots, 0xff, self.rh_cap * sizeof(int32_t))
+        memset(self.f_seen, 0, self.cap_frames * 4)
+        for i in range(self.n_runs * self.n_classes):
+            self.trans[i] = UNKNOWN
+        for i in range(self.n_runs):
+            self.uni_next[i] = UNKNOWN
+        memset(self.jump_len, 0xff, self.n_runs * 4)
+        memset(self.pops, 0, self.n_runs)
+        memset(self.has_loop, 0, self.n_runs)
+        memset(self.loops, 0, self.n_runs * 16)
+        memset(self.visits, 0, self.n_runs * 4)
+        memset(self.rs_seen, 0, self.n_runs * 4)
+        self.n_frames = self.n_runs = 0
+        self.rs_heads.size = 0
+        self.stamp = self.rs_stamp = 0
 
-    def run(self, int start, const int32_t[::1] nodes, uint32_t[::1] words):
-        """Sweep the tokens below ``nodes`` from run state ``start``, OR-ing the consumed
-        tokens into ``words``; returns ``(code, pending)``: code 0, or ERR_STACKS / ERR_SIZE
-        (then ``words`` is partial), and the sorted pending nodes."""
-        cdef Py_ssize_t i, n = nodes.shape[0], n_nodes = self.t_child_lo.shape[0]
-        cdef int32_t code
-        cdef IVec pending
-        if not 0 <= start < self.n_runs:
-            raise ValueError(f"run state {start} is outside 0..{self.n_runs - 1}")
-        for i in range(n):
-            if not 0 <= nodes[i] < n_nodes:
-                raise ValueError(f"trie node {nodes[i]} is outside 0..{n_nodes - 1}")
+    cdef int32_t state_of(self, const int32_t* states, const int32_t* offsets, Py_ssize_t n_heads,
+                          bint accepting) noexcept nogil:
+        """The run state of the stacks ``states[offsets[i]:offsets[i + 1]]`` (automaton states,
+        top first), which must be closed (every top can move)."""
+        cdef Py_ssize_t i, j
+        cdef int32_t parent
+        self.heads.size = 0
+        for i in range(n_heads):
+            parent = -1
+            for j in range(offsets[i + 1] - 1, offsets[i] - 1, -1):
+                parent = self.frame(states[j], parent)
+                if parent < 0:
+                    return parent
+            if ivec_push(&self.heads, parent):
+                return ERR_SIZE
+        sort_ints(self.heads.data, self.heads.size)
+        j = 0
+        for i in range(self.heads.size):  # drop duplicates
+            if i == 0 or self.heads.data[i] != self.heads.data[j - 1]:
+                self.heads.data[j] = self.heads.data[i]
+                j += 1
+        self.heads.size = j
+        if self.heads.size > self.max_stacks:
+            return ERR_STACKS
+        return self.intern_run(&self.heads, accepting)
+
+    # -- Python entry points -----------------------------------------------------------------
+    def mask(self, const int32_t[::1] states, const int32_t[::1] offsets, bint accepting, uint32_t[::1] words,
+             Py_ssize_t max_bytes):
+        """OR into ``words`` (packed, bit ``j`` of word ``i`` = token ``32 * i + j``) every text
+        token whose bytes the parse state of the given stacks (automaton states, top first:
+        ``states[offsets[i]:offsets[i + 1]]`` for stack ``i``) consumes. Past ``max_bytes`` of
+        tables, they are cleared first. Returns 0, or ERR_STACKS / ERR_SIZE (``words`` partial)."""
+        cdef Py_ssize_t i, n_heads = offsets.shape[0] - 1
+        cdef int32_t code, root = 0
+        if n_heads < 0 or (n_heads and (offsets[0] != 0 or offsets[n_heads] != states.shape[0])):
+            raise ValueError("offsets must run from 0 to len(states)")
+        for i in range(n_heads):
+            if offsets[i + 1] <= offsets[i]:
+                raise ValueError(f"stack {i} is empty")
+        for i in range(states.shape[0]):
+            if not 0 <= states[i] < self.n_states:
+                raise ValueError(f"automaton state {states[i]} is outside 0..{self.n_states - 1}")
         if words.shape[0] * 32 <= self.max_id:
             raise ValueError(f"{words.shape[0]} mask words cannot hold token id {self.max_id}")
-        pending.data = NULL
-        pending.size = pending.cap = 0
+        if not n_heads:
+            return 0
         with nogil:
-            code = self.sweep(start, &nodes[0] if n else NULL, n, &words[0], &pending, &self.stack)
-            if pending.size:
-                sort_ints(pending.data, pending.size)
-        out = np.empty(pending.size, dtype=np.int32)
-        cdef int32_t[::1] view = out
-        if pending.size:
-            memcpy(&view[0], pending.data, pending.size * sizeof(int32_t))
-        free(pending.data)
-        return code, out
+            if self.nbytes_now() > max_bytes:
+                self.clear()
+            code = self.state_of(&states[0], &offsets[0], n_heads, accepting)
+            if code >= 0:
+                self.pend.size = 0  # the bottom rule ending with bytes left: nothing below takes them
+                code = self.sweep(code, &root, 1, &words[0], &self.pend, &self.stack)
+        return code
+
+    cdef Py_ssize_t nbytes_now(self) noexcept nogil:
+        return self.n_frames * 12 + self.n_runs * (4 * self.n_classes + 68) + self.rs_heads.size * 4
 
 
 cdef void set_words(const uint8_t* ok, bint utf8, uint64_t* low_out, uint64_t* high_out) noexcept nogil:

@@ -2,15 +2,11 @@
 
 Design (the hot path; see docs/masks.md for the measurements behind it):
 
-* A parse state is a set of stacks; the tokens allowed from one stack depend mostly on its
-  top automaton state ``q``. For each ``q`` that generation reaches we compute, once and
-  lazily, a :class:`LocalMask`: the tokens consumed while the stack never pops below the
-  frame of ``q`` (*context-independent*), and the token-trie nodes after which ``q``'s rule
-  may end with bytes left (*context-dependent*). Both come from one breadth-first sweep of
-  the vocabulary's token trie through a lazily determinized pushdown, in native code
-  (:mod:`structspec.masks.runner`, :mod:`structspec.tokens.trie`).
-* At run time the mask of a state is the OR of its stacks' context-independent words plus a
-  sweep of the context-dependent nodes from the stack below.
+* The text tokens a parse state allows come from one depth-first sweep of the vocabulary's
+  token trie through a lazily determinized pushdown, in native code with the GIL released
+  (:mod:`structspec.masks.runner`, :mod:`structspec.tokens.trie`); subtrees whose remaining
+  bytes loop, or step through a counted repetition, are accepted without expanding them.
+  Token references and end-of-sequence are added on top.
 * Whole-state masks are cached by parse state (stacks are hash-consed by structure), so
   the common case -- the same configuration token after token, e.g. inside a string -- is a
   dictionary hit.
@@ -31,16 +27,15 @@ from structspec.errors import GrammarError
 from structspec.grammar import Grammar
 from structspec.grammar.completion import completion_cost, rule_completion_costs, spellable_bytes
 from structspec.grammar.gbnf.ast import TokenRef
-from structspec.grammar.parse_state import Frame, ParseState, close, frame, union
+from structspec.grammar.parse_state import ParseState, union
 from structspec.masks.matcher import Matcher
-from structspec.masks.runner import ROOT, StackRunner
+from structspec.masks.runner import StackRunner
 from structspec.tokens.trie import token_trie
 from structspec.tokens.vocabulary import Vocabulary
 
 STATE_CACHE_BYTES = 16 << 20  # whole-state mask cache per compiled grammar (LRU)
 FORCED_CACHE_SIZE = 4096  # (state, text) forced continuations kept per compiled grammar (LRU)
 ADVANCE_CACHE_SIZE = 4096  # (state, token) steps kept per compiled grammar (LRU; a round needs only its own)
-RUN_CACHE_BYTES = 8 << 20  # runs of pending nodes below a stack kept per compiled grammar (LRU)
 MISSING = object()  # what a Memo holds for a key it does not hold
 
 
@@ -69,14 +64,6 @@ class Memo:
 
 
 @dataclass(frozen=True)
-class LocalMask:
-    """Tokens allowed from a stack topped by one automaton state, below-frame aside."""
-
-    words: np.ndarray  # uint32 [n_words]: accepted without leaving the frame
-    pending: np.ndarray  # int32 trie nodes after which the frame may end, the tokens below with bytes left
-
-
-@dataclass(frozen=True)
 class _TokenRefSet:
     """The token ids a resolved token reference matches, as packed mask words."""
 
@@ -100,13 +87,10 @@ class CompiledGrammar:
         self.n_words = (vocabulary.size + 31) // 32
         self._eos_words = _words_of(vocabulary.eos_ids, self.n_words)
         self._token_refs = tuple(self._token_ref_set(ref) for ref in self.rules.token_refs)
-        self._local: dict[int, LocalMask] = {}
-        self._closures: dict[int, tuple[tuple[int, ...], ...]] = {}  # see _reached_in_place
         self._states = Memo(max(64, STATE_CACHE_BYTES // (4 * self.n_words)))  # state -> mask words
         self._steps = Memo(ADVANCE_CACHE_SIZE)  # (state, token id) -> state after it
         self._jumps = Memo(FORCED_CACHE_SIZE)  # (state, text) -> tokens of the text and what it forces
         self._runner = StackRunner(self.rules, token_trie(vocabulary), vocabulary.text_ids, self.n_words)
-        self._runs = Memo(max(64, RUN_CACHE_BYTES // (4 * self.n_words)))  # (q, nodes) -> words, pending
         self._completion_costs: list[float] | None = None  # filled on first use (threads may race: same result)
 
     def matcher(self) -> Matcher:
@@ -128,85 +112,13 @@ class CompiledGrammar:
         return None if words is MISSING else words
 
     def _compute(self, state: ParseState) -> np.ndarray:
-        words = np.zeros(self.n_words, dtype=np.uint32)
-        for head in self._own_heads(state.heads):
-            local = self.local_mask(head.state)
-            np.bitwise_or(words, local.words, out=words)
-            if len(local.pending) and head.parent is not None:
-                self._accepted_below(head.parent, local.pending, words)
+        words = self._runner.mask(state)
         for head in state.heads:
             for ref, _ in self.rules.token_edges[head.state]:
                 np.bitwise_or(words, self._token_refs[ref].words, out=words)
         if state.accepting:
             np.bitwise_or(words, self._eos_words, out=words)
         return words
-
-    def _own_heads(self, heads: tuple[Frame, ...]) -> list[Frame]:
-        """The heads whose tokens are not already inside another head's.
-
-        Closing a head ``g`` pushes the rules it calls (and reaches the states after callees
-        that may be empty); those heads sit in the state beside ``g``, but ``g``'s local mask
-        already runs them, from a lone frame, through their return into ``g``'s rule, and its
-        pending nodes continue below ``g``. So a head the closure of ``g`` reaches in place
-        adds nothing once ``g`` is counted (the first visit of ``{"`` in an object with
-        undeclared keys would otherwise sweep the key rule twice). Heads that only cover each
-        other (a cycle of empty calls) are all kept."""
-        if len(heads) < 2:
-            return list(heads)
-        present = set(heads)
-        covers: dict[Frame, list[Frame]] = {}
-        for g in heads:
-            for chain in self._reached_in_place(g.state):
-                top = g.parent
-                for q in reversed(chain):
-                    top = frame(self.rules, q, top)
-                if top in present and top is not g:
-                    covers.setdefault(g, []).append(top)
-        if not covers:
-            return list(heads)
-        covered = {h for hs in covers.values() for h in hs}
-        skipped: set[Frame] = set()
-        todo = [g for g in heads if g not in covered]
-        while todo:
-            for h in covers.get(todo.pop(), ()):
-                if h not in skipped:
-                    skipped.add(h)
-                    todo.append(h)
-        return [h for h in heads if h not in skipped]
-
-    def _reached_in_place(self, q: int) -> tuple[tuple[int, ...], ...]:
-        """The stacks (automaton states, top first) that closing a lone frame topped by ``q``
-        reaches besides that frame, before any input."""
-        found = self._closures.get(q)
-        if found is None:
-            lone = frame(self.rules, q, None)
-            heads, _ = close(self.rules, [lone])
-            found = self._closures[q] = tuple(tuple(h.states()) for h in heads if h is not lone)
-        return found
-
-    def _accepted_below(self, parent: Frame, nodes: np.ndarray, words: np.ndarray) -> None:
-        """OR into ``words`` the tokens below trie ``nodes`` whose rest the stack
-        ``parent`` accepts (tokens that leave a frame above it after those nodes): each head of
-        its closure runs them (the runs are kept: the same nodes recur below the stacks of a
-        list's items or a counted string's positions), and what leaves that head's frame in turn
-        goes one level down."""
-        heads, _ = close(self.rules, [parent])
-        for head in self._own_heads(heads):
-            accepted, pending = self._kept_run(head.state, nodes)
-            np.bitwise_or(words, accepted, out=words)
-            if len(pending) and head.parent is not None:
-                self._accepted_below(head.parent, pending, words)
-
-    def _kept_run(self, q: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The run of the tokens below ``nodes`` from a lone frame topped by ``q`` (see
-        :meth:`StackRunner.run`), kept: it does not depend on the frames below."""
-        key = (q, nodes.tobytes())
-        found = self._runs.get(key)
-        if found is MISSING:
-            runner = self._runner
-            found = runner.run(runner.start(q), nodes)
-            self._runs.put(key, found)
-        return found
 
     def forced_tokens(self, state: ParseState) -> list[int]:
         """Canonical tokenization of the bytes every continuation of ``state`` starts with
@@ -271,18 +183,6 @@ class CompiledGrammar:
         real = _words_of_array(np.concatenate([vocab.text_ids, np.fromiter(vocab.special_tokens.values(), np.int32)]),
                                self.n_words)
         return _TokenRefSet(real & ~named & ~self._eos_words)
-
-    def local_mask(self, q: int) -> LocalMask:
-        """The context-independent part of the mask for stacks topped by state ``q``."""
-        local = self._local.get(q)
-        if local is None:
-            local = self._local[q] = self._compute_local(q)
-        return local
-
-    def _compute_local(self, q: int) -> LocalMask:
-        runner = self._runner
-        words, pending = runner.run(runner.start(q), ROOT)
-        return LocalMask(words=words, pending=pending)
 
 
 def _resolve(ref: TokenRef, vocab: Vocabulary, source: str) -> int:

@@ -1,10 +1,9 @@
-"""Run a whole vocabulary at once through the grammar's pushdown automaton, from a lone frame.
+"""Run a whole vocabulary at once through the grammar's pushdown automaton.
 
-The token-mask hot path asks, for an automaton state ``q``, which tokens are consumed while the
-stack never pops below ``q``'s frame, and below which token-trie nodes ``q``'s rule may end with
-bytes left. :class:`StackRunner` hands both questions to the native core
-(:mod:`structspec.masks._sweep`): a lazily determinized pushdown over *run states* (parse
-states rooted at a lone frame), swept depth first over the token trie with the GIL released.
+The token-mask hot path asks which text tokens a parse state consumes. :class:`StackRunner`
+hands that question to the native core (:mod:`structspec.masks._sweep`): a lazily determinized
+pushdown over *run states* (parse states numbered on first sight), swept depth first over the
+token trie with the GIL released.
 This module lays the rule set and the trie out as the flat arrays that core reads, serializes
 calls per runner, and turns the core's error codes into :class:`~structspec.errors.GrammarError`.
 """
@@ -12,11 +11,12 @@ calls per runner, and turns the core's error codes into :class:`~structspec.erro
 from __future__ import annotations
 
 import threading
+from itertools import accumulate, chain
 
 import numpy as np
 
 from structspec.errors import GrammarError
-from structspec.grammar.parse_state import MAX_STACKS, StackLimitError
+from structspec.grammar.parse_state import MAX_STACKS, ParseState, StackLimitError
 from structspec.grammar.ruleset import RuleSet
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.tokens.trie import TokenTrie
@@ -28,14 +28,14 @@ except ImportError as exc:  # a source checkout that was never built
                       "package with pip (pip install -e .) or run `python setup.py build_ext --inplace`") from exc
 
 PROBE_AT = 256  # expansions of a run state after which its loop set is probed
-MAX_FRAMES = 1 << 22  # interned stack frames per runner (E108 beyond)
-MAX_RUN_STATES = 1 << 19  # run states per runner (E108 beyond)
+TABLE_BYTES = 8 << 20  # filled tables per runner past which they are cleared before the next mask
+MAX_FRAMES = 1 << 22  # interned stack frames within one mask (E108 beyond)
+MAX_RUN_STATES = 1 << 19  # run states within one mask (E108 beyond)
 ERR_STACKS, ERR_SIZE = -3, -4  # the core's error codes
-ROOT = np.zeros(1, np.int32)  # the trie root: a sweep of the whole vocabulary
 
 
 class StackRunner:
-    """A lazily built DFA over lone-frame parse states for one rule set and one token trie."""
+    """A lazily built DFA over parse states for one rule set and one token trie."""
 
     def __init__(self, rules: RuleSet, trie: TokenTrie, row_ids: np.ndarray, n_words: int) -> None:
         self.n_words = n_words
@@ -45,27 +45,19 @@ class StackRunner:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the tables filled so far."""
+        """Bytes of the tables allocated so far."""
         return self._native.nbytes
 
-    def start(self, q: int) -> int:
-        """The run state of a lone frame topped by automaton state ``q``."""
-        with self._lock:
-            return _checked(self._native.start(q))
-
-    def run(self, start: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Run the tokens below the trie ``nodes`` (their prefixes already consumed) from run
-        state ``start``.
-
-        Returns the packed mask words of the tokens consumed to their end without popping the
-        start frame, and the sorted nodes after which the start frame's rule may end while the
-        tokens below have bytes left (never a start node itself: an end there is the caller's
-        own closure)."""
+    def mask(self, state: ParseState) -> np.ndarray:
+        """Packed uint32 mask words of the text tokens whose bytes ``state`` consumes."""
+        chains = [head.states() for head in state.heads]
+        offsets = np.fromiter(accumulate(map(len, chains), initial=0), np.int32, len(chains) + 1)
+        states = np.fromiter(chain.from_iterable(chains), np.int32, int(offsets[-1]))
         words = np.zeros(self.n_words, np.uint32)
         with self._lock:
-            code, pending = self._native.run(start, np.ascontiguousarray(nodes, np.int32), words)
+            code = self._native.mask(states, offsets, state.accepting, words, TABLE_BYTES)
         _checked(code)
-        return words, pending
+        return words
 
 
 def _checked(code: int) -> int:
@@ -79,7 +71,7 @@ def _checked(code: int) -> int:
 
 def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
     """The rule set as the core reads it: the class table, byte classes, rule calls as
-    offsets into (start, return) arrays, the final/movable/sink flags, and the byte classes
+    offsets into (start, return) arrays, the final/movable/sink/plain flags, and the byte classes
     of every position of the UTF-8 multi-byte sequences (for loop probes)."""
     class_table = np.ascontiguousarray(rules.class_table, np.int32)
     n_states = class_table.shape[0]
@@ -94,8 +86,8 @@ def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
     pairs = np.array([pair for refs in rules.refs for pair in refs], np.int32).reshape(-1, 2)
     if pairs.size and not (pairs.min() >= 0 and pairs.max() < n_states):
         raise GrammarError("E108", "a rule call names automaton states that do not exist")
-    flags = [np.ascontiguousarray(np.array(flag, bool).view(np.uint8)) for flag in (rules.final, rules.movable,
-                                                                                   rules.sink)]
+    flags = [np.ascontiguousarray(np.array(flag, bool).view(np.uint8))
+             for flag in (rules.final, rules.movable, rules.sink, rules.plain)]
     sequences = [[np.unique(byte_class[lo: hi + 1]) for lo, hi in seq]
                  for seq in utf8_sequences(((0x80, 0x10FFFF),))]
     positions = [classes for seq in sequences for classes in seq]
@@ -107,5 +99,4 @@ def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
 
 
 def _trie_arrays(trie: TokenTrie) -> tuple[np.ndarray, ...]:
-    return (trie.byte, trie.child_lo, trie.child_hi, trie.row_lo, trie.end_hi, trie.row_hi,
-            np.ascontiguousarray(trie.rest_sets))
+    return trie.nodes, trie.byte, trie.below_words

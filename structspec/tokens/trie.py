@@ -25,10 +25,15 @@ import numpy as np
 
 from structspec.tokens.vocabulary import Vocabulary
 
+NODE = np.dtype([("child_lo", np.int32), ("child_hi", np.int32), ("row_lo", np.int32), ("end_hi", np.int32),
+                 ("row_hi", np.int32), ("height", np.int32), ("below_index", np.int32), ("byte", np.int32),
+                 ("rest", np.uint64, (2,))])  # one node's fields side by side: a sweep reads them together
+
 
 @dataclass(frozen=True)
 class TokenTrie:
-    """Flat token trie; all arrays are indexed by node id unless noted."""
+    """Flat token trie; all arrays are indexed by node id unless noted. The per-node arrays
+    but ``byte`` are views of the fields of ``nodes`` (one :data:`NODE` record per node)."""
 
     byte: np.ndarray  # uint8: last byte of the node's prefix (0 for the root)
     child_lo: np.ndarray  # int32: first child node
@@ -37,7 +42,11 @@ class TokenTrie:
     end_hi: np.ndarray  # int32: rows [row_lo, end_hi) are spelled exactly by the prefix
     row_hi: np.ndarray  # int32: one past the last trie row below the node
     rest_sets: np.ndarray  # uint64 [nodes, 2]: bytes after the prefix in the rows below
+    height: np.ndarray  # int32: the most bytes after the prefix in a row below (0 for a leaf)
+    below_index: np.ndarray  # int32: the node's row of below_words, -1 for a small subtree
+    below_words: np.ndarray  # uint32 [big nodes, ceil(vocab size / 32)]: token ids strictly below
     n_rows: int
+    nodes: np.ndarray  # NODE [nodes]: the fields above, record by record
 
 
 @functools.lru_cache(maxsize=8)
@@ -83,7 +92,40 @@ def token_trie(vocab: Vocabulary) -> TokenTrie:
         bad_before = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(malformed[:, d], out=bad_before[1:])
         rest[level][bad_before[row_hi[level]] > bad_before[end_hi[level]], 0] |= np.uint64(1)
-    return TokenTrie(byte, child_lo, child_hi, row_lo, end_hi, row_hi, rest, n)
+    height = np.zeros(total, dtype=np.int32)
+    for d in range(len(first_id) - 1):  # every row at least d bytes long is below a node of depth d
+        level = slice(first_id[d], first_id[d + 1])
+        if n:
+            height[level] = np.maximum.reduceat(lengths, row_lo[level]) - d
+    below_index, below_words = _big_subtrees(vocab, end_hi, row_hi)
+    nodes = np.zeros(total, dtype=NODE)
+    fields = {"byte": byte, "child_lo": child_lo, "child_hi": child_hi, "row_lo": row_lo, "end_hi": end_hi,
+              "row_hi": row_hi, "rest": rest, "height": height, "below_index": below_index}
+    for name, values in fields.items():
+        nodes[name] = values
+    nodes.flags.writeable = False
+    views = {name: nodes[name] for name in fields}
+    views["byte"] = byte  # uint8, kept apart
+    views["rest_sets"] = views.pop("rest")
+    return TokenTrie(**views, below_words=below_words, n_rows=n, nodes=nodes)
+
+
+BIG_SUBTREE = 512  # tokens strictly below a node from which its mask words are kept
+
+
+def _big_subtrees(vocab: Vocabulary, end_hi: np.ndarray, row_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The packed mask words of the tokens below each node with at least ``BIG_SUBTREE`` of
+    them: a sweep accepting such a subtree ORs its words instead of setting each token's bit
+    (there are a few dozen such nodes, and they hold most of the vocabulary)."""
+    big = np.flatnonzero(row_hi - end_hi >= BIG_SUBTREE)
+    index = np.full(len(end_hi), -1, dtype=np.int32)
+    index[big] = np.arange(len(big), dtype=np.int32)
+    n_words = (vocab.size + 31) // 32
+    bits = np.zeros((len(big), n_words * 32), dtype=bool)
+    for row, node in enumerate(big.tolist()):
+        bits[row, vocab.text_ids[end_hi[node] : row_hi[node]]] = True
+    words = np.packbits(bits, axis=1, bitorder="little").view(np.uint32).reshape(len(big), n_words)
+    return index, np.ascontiguousarray(words)
 
 
 def _rest_sets(byte: np.ndarray, child_lo: np.ndarray, child_hi: np.ndarray, first_id: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -22,7 +23,7 @@ from test_masks import _byte_vocabularies, _grammars, _random_walk, _tokenizer
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary
 from structspec.masks import runner as mask_runner
-from structspec.tokens.trie import token_trie
+from structspec.tokens.trie import BIG_SUBTREE, token_trie
 
 
 @functools.cache
@@ -81,6 +82,13 @@ def _check_trie(vocab: Vocabulary) -> None:
         rests = [rows[r][len(prefix) :] for r in range(ends, hi)]
         words = (int(trie.rest_sets[node, 0]), int(trie.rest_sets[node, 1]))
         assert words == _expected_rest_words(rests), f"rest set below {prefix!r}"
+        assert trie.height[node] == max((len(rest) for rest in rests), default=0), f"height below {prefix!r}"
+        if trie.below_index[node] >= 0:
+            packed = trie.below_words[trie.below_index[node]]
+            ids = np.flatnonzero(np.unpackbits(packed.view(np.uint8), bitorder="little"))
+            assert ids.tolist() == sorted(vocab.text_ids[ends:hi].tolist()), f"ids below {prefix!r}"
+        else:
+            assert hi - ends < BIG_SUBTREE
         children = range(int(trie.child_lo[node]), int(trie.child_hi[node]))
         assert sorted({rest[0] for rest in rests}) == [int(trie.byte[c]) for c in children], f"children of {prefix!r}"
         todo.extend((c, prefix + bytes([int(trie.byte[c])])) for c in children)
@@ -176,8 +184,6 @@ def test_callee_returning_inside_a_token_continues_in_its_caller() -> None:
 def test_loop_words_follow_their_definition(loop_bytes: set[int], utf8_loops: bool) -> None:
     """Bits 1-126 are those bytes; bit 0 needs NUL and every byte >= 0x80; bit 127 needs DEL
     and either every byte >= 0x80 or whole multi-byte characters."""
-    import numpy as np
-
     flags = np.zeros(256, dtype=bool)
     flags[sorted(loop_bytes)] = True
     low, high = loop_words(flags.view(np.uint8), utf8_loops)
