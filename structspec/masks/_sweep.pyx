@@ -44,6 +44,22 @@ cdef inline void ivec_init(IVec* v) noexcept nogil:
     v.size = v.cap = 0
 
 
+cdef int ivec_reserve(IVec* v, Py_ssize_t size) noexcept nogil:
+    """Room for ``size`` values in ``v``; -1 when memory runs out."""
+    cdef Py_ssize_t cap = v.cap if v.cap >= 64 else 64
+    cdef int32_t* grown
+    if size <= v.cap:
+        return 0
+    while cap < size:
+        cap *= 2
+    grown = <int32_t*> realloc(v.data, cap * sizeof(int32_t))
+    if grown == NULL:
+        return -1
+    v.data = grown
+    v.cap = cap
+    return 0
+
+
 cdef inline int ivec_push(IVec* v, int32_t x) noexcept nogil:
     cdef Py_ssize_t cap
     cdef int32_t* grown
@@ -107,6 +123,9 @@ cdef class Pushdown:
     cdef Py_ssize_t n_nodes
     cdef const uint32_t[:, ::1] t_below_words
     cdef const int32_t[::1] row_ids  # trie row -> token id
+    cdef const int32_t* ids_p  # raw pointers into row_ids, byte_class and t_byte for the hot loop
+    cdef const int32_t* class_p
+    cdef const uint8_t* byte_p
     cdef object _keep  # the arrays above, kept alive
     # frames
     cdef int32_t* f_state
@@ -136,7 +155,7 @@ cdef class Pushdown:
     cdef int32_t* jump_to
     cdef int32_t* rs_seen
     # scratch
-    cdef IVec tops, todo, heads, stack, found, chars, pend
+    cdef IVec tops, todo, heads, stack, found, chars
     cdef int32_t max_id
     cdef readonly Py_ssize_t expanded, probes  # counters for profiling: trie nodes expanded, loop probes
     cdef readonly int probe_at  # expansions of a run state after which its loop set is probed
@@ -152,7 +171,7 @@ cdef class Pushdown:
         self.rs_hash = self.loops = NULL
         self.pops = self.has_loop = NULL
         ivec_init(&self.rs_heads); ivec_init(&self.tops); ivec_init(&self.todo); ivec_init(&self.heads)
-        ivec_init(&self.stack); ivec_init(&self.found); ivec_init(&self.chars); ivec_init(&self.pend)
+        ivec_init(&self.stack); ivec_init(&self.found); ivec_init(&self.chars)
 
     def __init__(self, class_table, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
                  multi_seq, multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
@@ -178,9 +197,12 @@ cdef class Pushdown:
         self.n_nodes = raw.shape[0] // sizeof(Node)
         self.t_below_words = below_words
         self.t_byte = trie_byte
+        self.byte_p = &self.t_byte[0]
+        self.class_p = &self.byte_class[0]
         if self.t_byte.shape[0] != self.n_nodes:
             raise ValueError("one byte per trie node")
         self.row_ids = row_ids
+        self.ids_p = &self.row_ids[0] if self.row_ids.shape[0] else NULL
         self.n_states = class_table.shape[0]
         self.max_id = max_of(self.row_ids)
         self.probe_at = probe_at
@@ -206,7 +228,7 @@ cdef class Pushdown:
         free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
         free(self.uni_next); free(self.uni_words); free(self.jump_len); free(self.jump_to); free(self.mb_end)
         free(self.rs_heads.data); free(self.tops.data); free(self.todo.data); free(self.heads.data)
-        free(self.stack.data); free(self.found.data); free(self.chars.data); free(self.pend.data)
+        free(self.stack.data); free(self.found.data); free(self.chars.data)
 
     @property
     def n_run_states(self) -> int:
@@ -706,8 +728,9 @@ cdef class Pushdown:
     # -- sweeps ------------------------------------------------------------------------------
     cdef inline void accept(self, uint32_t* words, int32_t lo, int32_t hi) noexcept nogil:
         cdef int32_t r, token
+        cdef const int32_t* ids = self.ids_p
         for r in range(lo, hi):
-            token = self.row_ids[r]
+            token = ids[r]
             words[token >> 5] |= (<uint32_t> 1) << (token & 31)
 
     cdef inline void accept_below(self, uint32_t* words, int32_t node) noexcept nogil:
@@ -723,58 +746,109 @@ cdef class Pushdown:
         for i in range(n):
             words[i] |= row[i]
 
-    cdef int32_t sweep(self, int32_t start, const int32_t* nodes, Py_ssize_t n, uint32_t* words,
-                       IVec* pending, IVec* stack) noexcept nogil:
-        """Run the tokens below ``nodes`` (their prefixes consumed) from run state ``start``:
-        OR into ``words`` the tokens consumed to their end without popping the start frame,
-        and push to ``pending`` the nodes after which it may pop with bytes left below."""
-        cdef Py_ssize_t i
-        cdef int32_t node, s, depth, child, t, c
-        cdef int accepted
-        cdef uint64_t* loops
+    cdef inline int settled(self, int32_t node, int32_t s) noexcept nogil:
+        """Whether every token below ``node`` (an alive node in run state ``s``) is consumed
+        alive, by the loop set or the counted chain of ``s`` (1 yes, 0 no, or an error)."""
+        cdef const Node* rec = &self.nodes[node]
+        cdef const uint64_t* loops
+        if rec.child_lo == rec.child_hi:
+            return 1
+        if self.has_loop[s]:
+            loops = self.loops + 2 * s
+            if (rec.rest0 & ~loops[0]) == 0 and (rec.rest1 & ~loops[1]) == 0:
+                return 1
+        if self.visits[s] < CHAINS_AFTER:
+            return 0
+        if (self.jump_len[s] >= rec.height and (rec.rest0 & ~self.uni_words[2 * s]) == 0
+                and (rec.rest1 & ~self.uni_words[2 * s + 1]) == 0 and self.uni_next[s] >= 0):
+            return 1  # the chain's first segment is long enough
+        return self.chain_accepts(s, node)
+
+    cdef bint wide(self, int32_t s) noexcept nogil:
+        """Whether most bytes keep ``s`` on its loop or chain (inside a string): a subtree is
+        then cheaper to take whole and prune than to collect token by token."""
+        cdef int32_t t = self.uniform(s)
+        if self.has_loop[s] and popcount(self.loops[2 * s]) + popcount(self.loops[2 * s + 1]) >= 64:
+            return 1
+        return t >= 0 and popcount(self.uni_words[2 * s]) + popcount(self.uni_words[2 * s + 1]) >= 64
+
+    cdef inline void reject(self, uint32_t* words, int32_t lo, int32_t hi) noexcept nogil:
+        cdef int32_t r, token
+        cdef const int32_t* ids = self.ids_p
+        for r in range(lo, hi):
+            token = ids[r]
+            words[token >> 5] &= ~((<uint32_t> 1) << (token & 31))
+
+    cdef int32_t sweep(self, int32_t start, uint32_t* words, IVec* stack) noexcept nogil:
+        """OR into ``words`` every token whose bytes run state ``start`` consumes alive: a
+        depth-first walk of the trie from the root, one transition per (node, run state).
+
+        A node is expanded in one of two modes. Collecting (the default), each alive child's
+        exact tokens are set and so is a settled child's subtree. Pruning (entered at a node
+        with precomputed mask words, in a wide run state), the node's whole subtree is set
+        first and a dead child's subtree is cleared: inside a string, far fewer tokens die
+        than live. Each token is decided by exactly one node, so the modes never overlap."""
+        cdef int32_t node, s, child, t, c, lo, hi, big
+        cdef int done
+        cdef bint pruning
+        cdef Py_ssize_t i, n_words = self.t_below_words.shape[1]
+        cdef const uint32_t* row
+        cdef const Node* rec
         stack.size = 0
-        for i in range(n):
-            if ivec_push(stack, nodes[i]) or ivec_push(stack, start) or ivec_push(stack, 0):
-                return ERR_SIZE
+        done = self.settled(0, start)
+        if done < 0:
+            return done
+        if done:
+            self.accept_below(words, 0)
+            return 0
+        if ivec_push(stack, 0) or ivec_push(stack, start):
+            return ERR_SIZE
         while stack.size:
-            stack.size -= 3
+            stack.size -= 2
             node = stack.data[stack.size]
             s = stack.data[stack.size + 1]
-            depth = stack.data[stack.size + 2]
-            if depth:
-                self.accept(words, self.nodes[node].row_lo, self.nodes[node].end_hi)
-            if self.has_loop[s]:
-                loops = self.loops + 2 * s
-                if (self.nodes[node].rest0 & ~loops[0]) == 0 and (self.nodes[node].rest1 & ~loops[1]) == 0:
-                    self.accept_below(words, node)
-                    continue
-            if self.visits[s] >= CHAINS_AFTER:
-                accepted = self.chain_accepts(s, node)
-                if accepted < 0:
-                    return accepted
-                if accepted:
-                    self.accept_below(words, node)
-                    continue
-            if depth and self.pops[s] and self.nodes[node].end_hi < self.nodes[node].row_hi:
-                if ivec_push(pending, node):
-                    return ERR_SIZE
-            if self.nodes[node].child_lo == self.nodes[node].child_hi:
-                continue
+            pruning = node < 0
+            if pruning:
+                node = -node - 1
             self.visits[s] += 1
             self.expanded += 1
             if self.visits[s] == self.probe_at:
                 self.probes += 1
                 self.probe(s)
-            for child in range(self.nodes[node].child_lo, self.nodes[node].child_hi):
-                c = self.byte_class[self.t_byte[child]]
+            big = self.nodes[node].below_index
+            if not pruning and big >= 0 and self.wide(s):
+                row = &self.t_below_words[big, 0]
+                for i in range(n_words):
+                    words[i] |= row[i]
+                pruning = 1
+            lo = self.nodes[node].child_lo
+            hi = self.nodes[node].child_hi
+            if ivec_reserve(stack, stack.size + 2 * (hi - lo)):
+                return ERR_SIZE
+            for child in range(lo, hi):
+                c = self.class_p[self.byte_p[child]]
                 t = self.trans[s * self.n_classes + c]
                 if t == UNKNOWN:
                     t = self.fill(s, c)
                     if t < DEAD:
                         return t
-                if t >= 0:
-                    if ivec_push(stack, child) or ivec_push(stack, t) or ivec_push(stack, 1):
-                        return ERR_SIZE
+                rec = &self.nodes[child]
+                if t < 0:
+                    if pruning:
+                        self.reject(words, rec.row_lo, rec.row_hi)
+                    continue
+                if not pruning:
+                    self.accept(words, rec.row_lo, rec.end_hi)
+                done = self.settled(child, t)
+                if done < 0:
+                    return done
+                if done:
+                    if not pruning:
+                        self.accept_below(words, child)
+                    continue
+                stack.data[stack.size] = -child - 1 if pruning else child
+                stack.data[stack.size + 1] = t
+                stack.size += 2
         return 0
 
     cdef void clear(self) noexcept nogil:
@@ -831,7 +905,7 @@ cdef class Pushdown:
         ``states[offsets[i]:offsets[i + 1]]`` for stack ``i``) consumes. Past ``max_bytes`` of
         tables, they are cleared first. Returns 0, or ERR_STACKS / ERR_SIZE (``words`` partial)."""
         cdef Py_ssize_t i, n_heads = offsets.shape[0] - 1
-        cdef int32_t code, root = 0
+        cdef int32_t code
         if n_heads < 0 or (n_heads and (offsets[0] != 0 or offsets[n_heads] != states.shape[0])):
             raise ValueError("offsets must run from 0 to len(states)")
         for i in range(n_heads):
@@ -849,8 +923,7 @@ cdef class Pushdown:
                 self.clear()
             code = self.state_of(&states[0], &offsets[0], n_heads, accepting)
             if code >= 0:
-                self.pend.size = 0  # the bottom rule ending with bytes left: nothing below takes them
-                code = self.sweep(code, &root, 1, &words[0], &self.pend, &self.stack)
+                code = self.sweep(code, &words[0], &self.stack)
         return code
 
     cdef Py_ssize_t nbytes_now(self) noexcept nogil:
@@ -890,6 +963,14 @@ def loop_words(const uint8_t[::1] flags, bint utf8_loops=False):
     cdef uint64_t low, high
     set_words(&flags[0], utf8_loops, &low, &high)
     return low, high
+
+
+cdef inline int popcount(uint64_t x) noexcept nogil:
+    cdef int n = 0
+    while x:
+        x &= x - 1
+        n += 1
+    return n
 
 
 cdef int32_t max_of(const int32_t[::1] values) noexcept nogil:
