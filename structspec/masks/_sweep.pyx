@@ -26,6 +26,7 @@ cdef enum:
 
 cdef int MAX_CLOSED = 16  # run states a probed loop set may wander through
 cdef int CHAINS_AFTER = 8  # expansions of a run state after which counted chains are tried
+cdef int CHAIN_HEIGHT = 32  # subtrees taller than this are expanded rather than checked along a chain
 
 
 cdef struct Node:  # one record of structspec.tokens.trie.NODE
@@ -665,9 +666,9 @@ cdef class Pushdown:
 
     cdef int32_t segment(self, int32_t s) noexcept nogil:
         """How many steps from ``s`` the uniform chain keeps ``s``'s loop words (every state
-        alive; capped past the longest token), with ``jump_to[s]`` the state after them; an
+        alive; capped past CHAIN_HEIGHT), with ``jump_to[s]`` the state after them; an
         error code on error. Filled backwards along the chain, so each state is walked once."""
-        cdef int32_t t = s, nxt, cap = self.nodes[0].height + 1, n, k, length
+        cdef int32_t t = s, nxt, cap = CHAIN_HEIGHT + 1, n, k, length
         cdef uint64_t w0 = self.uni_words[2 * s], w1 = self.uni_words[2 * s + 1]
         if self.jump_len[s] >= 0:
             return self.jump_len[s]
@@ -757,7 +758,7 @@ cdef class Pushdown:
             loops = self.loops + 2 * s
             if (rec.rest0 & ~loops[0]) == 0 and (rec.rest1 & ~loops[1]) == 0:
                 return 1
-        if self.visits[s] < CHAINS_AFTER:
+        if self.visits[s] < CHAINS_AFTER or rec.height > CHAIN_HEIGHT:
             return 0
         if (self.jump_len[s] >= rec.height and (rec.rest0 & ~self.uni_words[2 * s]) == 0
                 and (rec.rest1 & ~self.uni_words[2 * s + 1]) == 0 and self.uni_next[s] >= 0):
