@@ -25,8 +25,6 @@ cdef enum:
     ERR_SIZE = -4  # the tables outgrew their limits (or memory): GrammarError E108
 
 cdef int MAX_CLOSED = 16  # run states a probed loop set may wander through
-cdef int CHAINS_AFTER = 8  # expansions of a run state after which counted chains are tried
-cdef int CHAIN_HEIGHT = 32  # subtrees taller than this are expanded rather than checked along a chain
 
 
 cdef struct Node:  # one record of structspec.tokens.trie.NODE
@@ -160,6 +158,8 @@ cdef class Pushdown:
     cdef int32_t max_id
     cdef readonly Py_ssize_t expanded, probes  # counters for profiling: trie nodes expanded, loop probes
     cdef readonly int probe_at  # expansions of a run state after which its loop set is probed
+    cdef readonly int chains_after  # expansions of a run state after which its counted chain is tried
+    cdef readonly int chain_height  # subtrees taller than this are expanded, not checked along a chain
     cdef int32_t stamp, rs_stamp
     cdef readonly Py_ssize_t max_frames, max_states, max_stacks
 
@@ -176,7 +176,7 @@ cdef class Pushdown:
 
     def __init__(self, class_table, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
                  multi_seq, multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
-                 int probe_at=256):
+                 int probe_at=256, int chains_after=8, int chain_height=32):
         self._keep = (class_table, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain, multi_seq,
                       multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids)
         self.class_table = class_table
@@ -207,6 +207,8 @@ cdef class Pushdown:
         self.n_states = class_table.shape[0]
         self.max_id = max_of(self.row_ids)
         self.probe_at = probe_at
+        self.chains_after = chains_after
+        self.chain_height = chain_height
         self.n_classes = class_table.shape[1]
         self.max_frames, self.max_states, self.max_stacks = max_frames, max_states, max_stacks
         self.stamp = self.rs_stamp = 0
@@ -666,9 +668,9 @@ cdef class Pushdown:
 
     cdef int32_t segment(self, int32_t s) noexcept nogil:
         """How many steps from ``s`` the uniform chain keeps ``s``'s loop words (every state
-        alive; capped past CHAIN_HEIGHT), with ``jump_to[s]`` the state after them; an
+        alive; capped past ``chain_height``), with ``jump_to[s]`` the state after them; an
         error code on error. Filled backwards along the chain, so each state is walked once."""
-        cdef int32_t t = s, nxt, cap = CHAIN_HEIGHT + 1, n, k, length
+        cdef int32_t t = s, nxt, cap = self.chain_height + 1, n, k, length
         cdef uint64_t w0 = self.uni_words[2 * s], w1 = self.uni_words[2 * s + 1]
         if self.jump_len[s] >= 0:
             return self.jump_len[s]
@@ -758,7 +760,7 @@ cdef class Pushdown:
             loops = self.loops + 2 * s
             if (rec.rest0 & ~loops[0]) == 0 and (rec.rest1 & ~loops[1]) == 0:
                 return 1
-        if self.visits[s] < CHAINS_AFTER or rec.height > CHAIN_HEIGHT:
+        if self.visits[s] < self.chains_after or rec.height > self.chain_height:
             return 0
         if (self.jump_len[s] >= rec.height and (rec.rest0 & ~self.uni_words[2 * s]) == 0
                 and (rec.rest1 & ~self.uni_words[2 * s + 1]) == 0 and self.uni_next[s] >= 0):

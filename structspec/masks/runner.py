@@ -28,6 +28,8 @@ except ImportError as exc:  # a source checkout that was never built
                       "package with pip (pip install -e .) or run `python setup.py build_ext --inplace`") from exc
 
 PROBE_AT = 256  # expansions of a run state after which its loop set is probed
+CHAINS_AFTER = 8  # expansions of a run state after which its counted chain is tried
+CHAIN_HEIGHT = 32  # subtrees taller than this are expanded rather than checked along a chain
 TABLE_BYTES = 8 << 20  # filled tables per runner past which they are cleared before the next mask
 MAX_FRAMES = 1 << 22  # interned stack frames within one mask (E108 beyond)
 MAX_RUN_STATES = 1 << 19  # run states within one mask (E108 beyond)
@@ -41,7 +43,7 @@ class StackRunner:
         self.n_words = n_words
         self._lock = threading.Lock()
         self._native = Pushdown(*_rule_arrays(rules), *_trie_arrays(trie), np.ascontiguousarray(row_ids, np.int32),
-                                MAX_FRAMES, MAX_RUN_STATES, MAX_STACKS, PROBE_AT)
+                                MAX_FRAMES, MAX_RUN_STATES, MAX_STACKS, PROBE_AT, CHAINS_AFTER, CHAIN_HEIGHT)
 
     @property
     def nbytes(self) -> int:
