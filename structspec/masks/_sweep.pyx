@@ -668,9 +668,9 @@ cdef class Pushdown:
 
     cdef int32_t segment(self, int32_t s) noexcept nogil:
         """How many steps from ``s`` the uniform chain keeps ``s``'s loop words (every state
-        alive; capped past ``chain_height``), with ``jump_to[s]`` the state after them; an
+        alive; capped past ``chain_height`` and the longest token), with ``jump_to[s]`` the state after them; an
         error code on error. Filled backwards along the chain, so each state is walked once."""
-        cdef int32_t t = s, nxt, cap = self.chain_height + 1, n, k, length
+        cdef int32_t t = s, nxt, cap = min(self.chain_height, self.nodes[0].height) + 1, n, k, length
         cdef uint64_t w0 = self.uni_words[2 * s], w1 = self.uni_words[2 * s + 1]
         if self.jump_len[s] >= 0:
             return self.jump_len[s]
