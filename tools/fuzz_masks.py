@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         rounds += 1
         states += 10
         seed += 1
+        if rounds % 100 == 0:
+            print(f"{rounds} grammars, seed {seed}", flush=True)
     print(f"{rounds} grammars ({skipped} rejected by the front end), about {states} states checked, "
           f"seeds {args.seed}..{seed - 1}: no difference")
     return 0
