@@ -140,6 +140,8 @@ def read_json(path: str, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CommandError(f"{path}:{exc.lineno}:{exc.colno}: {what} is not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise CommandError(f"{path}: {what} nests too deeply to parse") from None
 
 
 def print_stats(stats: Any) -> None:
