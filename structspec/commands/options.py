@@ -68,11 +68,17 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, *, max_tokens: int =
     group.add_argument("--stats", action="store_true", help="print speed and draft acceptance on stderr")
 
 
+GENERATION_EXTRA = "running a language model needs torch and transformers: pip install 'structspec[generation]'"
+
+
 def load_generator(args: argparse.Namespace) -> Any:
     """The :class:`structspec.Generator` the flags describe, loading with progress on stderr."""
-    from transformers.utils import logging as transformers_logging
+    try:
+        from transformers.utils import logging as transformers_logging
 
-    from structspec.generation import Generator
+        from structspec.generation import Generator
+    except ImportError as exc:
+        raise CommandError(f"{GENERATION_EXTRA} ({exc})") from None
     from structspec.models import load
 
     # Our own progress line replaces transformers' progress bars and advisory warnings.
