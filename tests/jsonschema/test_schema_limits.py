@@ -4,6 +4,7 @@ linear in the size of an ``enum``, a ``oneOf`` or a list of properties."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -300,3 +301,13 @@ def test_unusable_patterns_are_schema_errors(schema: dict[str, Any], pointer: st
     assert caught.value.pointer.startswith(pointer)
     with pytest.warns(SchemaRelaxedWarning):
         schema_to_gbnf(schema, strict=False)
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+def test_non_finite_numbers_are_not_json(number: float) -> None:
+    schema = {"type": "array", "items": {"not": {"type": "integer", "minimum": number}}}
+    with pytest.raises(SchemaError, match="not a JSON value") as caught:  # OverflowError, ValueError before
+        schema_to_gbnf(schema)
+    assert caught.value.pointer == "/items/not/minimum"
+    with pytest.raises(SchemaError, match="not a JSON value"):
+        schema_to_gbnf('{"minimum": NaN}')  # Python's json reads it
