@@ -143,12 +143,15 @@ def test_size_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     assert caught.value.code == SCHEMA_TOO_LARGE
 
 
-def test_cli_reports_the_code(tmp_path: Any) -> None:
+@pytest.mark.parametrize("command", ["convert", "extract"])
+def test_cli_reports_the_code(command: str, tmp_path: Any) -> None:
     path = tmp_path / "deep.json"
-    path.write_text(json.dumps(objects(300)))
-    done = subprocess.run([sys.executable, "-m", "structspec.cli", "convert", str(path)], capture_output=True,
+    path.write_text(json.dumps(wrapped(300, lambda s: {"type": "array", "items": s})))
+    (tmp_path / "text.txt").write_text("some text")
+    args = [str(path)] if command == "convert" else ["--schema", str(path), "--text", str(tmp_path / "text.txt")]
+    done = subprocess.run([sys.executable, "-m", "structspec.cli", command, *args], capture_output=True,
                           text=True, check=False)
-    assert done.returncode == 2
+    assert done.returncode == 2  # a RecursionError traceback and exit status 1 before
     assert "S101" in done.stderr and "Traceback" not in done.stderr
 
 
