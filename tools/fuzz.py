@@ -214,11 +214,12 @@ def main(argv: list[str] | None = None) -> int:
                  log=lambda line: print(line, file=sys.stderr))
     result = report(tally, args.minutes, args.seed)
     if args.report:
-        args.report.write_text(json.dumps(result, indent=2, ensure_ascii=False))
+        args.report.write_text(json.dumps(result, indent=2))  # ASCII: cases hold lone surrogates
     print(json.dumps({key: result[key] for key in ("targets", "totals")}, indent=2))
     for finding in result["findings"]:
-        print(f"\n[{finding['target']}] {finding['kind']} x{finding['count']}: {finding['signature']}\n"
-              f"  case: {finding['case'][:600]}\n  {finding['detail'][-1500:]}")
+        text = (f"\n[{finding['target']}] {finding['kind']} x{finding['count']}: {finding['signature']}\n"
+                f"  case: {finding['case'][:600]}\n  {finding['detail'][-1500:]}")
+        print(text.encode("utf-8", "backslashreplace").decode("utf-8"))
     return 1 if tally.problems() else 0
 
 
