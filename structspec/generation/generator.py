@@ -18,7 +18,7 @@ from structspec.generation.constraint import Constraint, to_constraint
 from structspec.generation.detokenize import TextAssembler
 from structspec.generation.drafters import ForcedDrafter, ModelDrafter, NgramDrafter
 from structspec.generation.loop import decode
-from structspec.generation.prompt import Messages, prompt_ids
+from structspec.generation.prompt import Messages, check_context, prompt_ids
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Result, Stats
 from structspec.generation.vocab_check import draft_vocabulary
@@ -101,22 +101,21 @@ class Generator:
         """Generate a continuation of ``prompt`` (text, or chat messages) that follows
         ``constraint`` (a Grammar, GBNF text, a JSON Schema dict or a Pydantic model class).
 
-        ``speculative=None`` decodes one token per target forward; a :class:`SpecConfig` drafts
-        and verifies (same output distribution; token-identical when greedy). Returns a
-        :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
+        The sampling options are checked as a :class:`~structspec.generation.sampling.Sampling`
+        (:class:`~structspec.generation.sampling.OptionError` names a bad one), and the prompt
+        plus ``max_new_tokens`` must fit in the model's context
+        (:class:`~structspec.generation.prompt.ContextLengthError` otherwise), before anything
+        is decoded. ``speculative=None`` decodes one token per target forward; a
+        :class:`SpecConfig` drafts and verifies (same output distribution; token-identical when
+        greedy). Returns a :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
         """
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-        sampling = Sampling(temperature, top_k, top_p)
-        parsed, compiled = self.compile(constraint)
+        sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
         ids = prompt_ids(self.tokenizer, prompt)
-        rng = torch.Generator()
-        if seed is None:
-            rng.seed()  # non-deterministic, and leaves torch's global generator alone
-        else:
-            rng.manual_seed(seed)
+        check_context(len(ids), max_new_tokens, {"model": self.model, "draft model": self.draft_model})
+        parsed, compiled = self.compile(constraint)
+        rng = sampling.rng()
         chain = self._chain(speculative, sampling, rng)
-        run = _Run(self, parsed, compiled, ids, max_new_tokens, sampling, rng, chain, speculative)
+        run = _Run(self, parsed, compiled, ids, sampling, rng, chain, speculative)
         if stream:
             return Stream(run)
         for _ in run.pieces():
@@ -146,7 +145,6 @@ class _Run:
     parsed: Constraint
     compiled: CompiledGrammar
     ids: list[int]
-    max_new_tokens: int
     sampling: Sampling
     rng: torch.Generator
     chain: DraftChain | None
@@ -162,7 +160,7 @@ class _Run:
         target = CachedModel(self.gen.model, self.gen.vocabulary.size, trees=self.gen._tree_attention)
         max_draft = self.config.max_draft if self.config else 0
         generated: list[int] = []
-        steps = decode(target, self.ids, matcher, self.max_new_tokens, self.sampling, self.rng,
+        steps = decode(target, self.ids, matcher, self.sampling.max_new_tokens, self.sampling, self.rng,
                        self.chain, max_draft, stats)
         for committed in steps:
             generated += committed
