@@ -18,10 +18,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from structspec.generation.sampling import Sampling
 from structspec.grammar import Grammar
 from structspec.server.body import parse, read_json
 from structspec.server.constraints import JSON_OBJECT_SCHEMA, ConstraintCache
-from structspec.server.engine import Completion, Engine, Sampling
+from structspec.server.engine import Completion, Engine
 from structspec.server.errors import APIError
 from structspec.server.handlers import install_handlers
 from structspec.server.limits import Limits
@@ -45,6 +46,7 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
 
     app = FastAPI(title="structspec", summary="Grammar-constrained generation over HTTP", lifespan=lifespan)
     install_handlers(app)
+    app.state.engine = engine
     app.state.cache = cache
     app.state.worker = worker
 
@@ -67,8 +69,7 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
     async def chat_completions(request: Request) -> JSONResponse | StreamingResponse:
         chat = parse(ChatRequest, await read_json(request, limits.max_body_bytes))
         engine.check_model(chat.model)
-        requested, field = chat.token_budget()
-        sampling = _sampling(chat, limits.tokens(requested, field))
+        sampling = _sampling(chat, engine, limits)
         grammar = await run_in_threadpool(_chat_grammar, chat, cache)
         messages = [{"role": m.role, "content": m.text()} for m in chat.messages]
         events = worker.submit(engine.job(messages, grammar, sampling))
@@ -85,10 +86,13 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
     async def extract(request: Request) -> dict[str, Any]:
         job = parse(ExtractRequest, await read_json(request, limits.max_body_bytes))
         engine.check_model(job.model)
-        sampling = _sampling(job, limits.tokens(job.max_tokens, "max_tokens"))
+        sampling = _sampling(job, engine, limits)
+        try:
+            messages = engine.extraction_messages(job.text, job.schema_, job.instructions)
+        except ValueError as exc:
+            raise APIError(f"text: {exc}", param="text", code="invalid_value") from None
         grammar = await run_in_threadpool(cache.from_schema, job.schema_, "schema")
-        messages = engine.extraction_messages(job.text, job.schema_, job.instructions)
-        completion = await _complete(request, worker.submit(engine.job(messages, grammar, sampling)))
+        completion = await _complete(request, worker.submit(engine.job(messages, grammar, sampling, "text")))
         try:
             data = json.loads(completion.text)
         except json.JSONDecodeError:
@@ -103,14 +107,10 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
     return app
 
 
-def _sampling(request: Any, max_tokens: int) -> Sampling:
-    return Sampling(
-        max_tokens=max_tokens,
-        temperature=request.temperature,
-        top_p=request.top_p,
-        top_k=request.top_k,
-        seed=request.seed,
-    )
+def _sampling(request: ChatRequest | ExtractRequest, engine: Engine, limits: Limits) -> Sampling:
+    """The request's sampling options over the server's defaults, its token count within the limits."""
+    requested, field = request.token_budget()
+    return request.sampling(engine.defaults, limits.tokens(requested, field), field)
 
 
 def _chat_grammar(chat: ChatRequest, cache: ConstraintCache) -> Grammar | None:

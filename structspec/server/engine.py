@@ -8,25 +8,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from structspec.generation.sampling import Sampling
 from structspec.grammar import Grammar
 from structspec.server.errors import APIError
 
 FREE_TEXT = r"root ::= [^\x00]*"
 """The grammar of a request without constraint: any text (generation ends on EOS or the token limit)."""
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Decoding settings of one request."""
-
-    max_tokens: int
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -51,10 +41,23 @@ class Completion:
 class Engine:
     """One loaded model; only the worker thread may run its jobs."""
 
-    def __init__(self, generator: Any, model_id: str, speculative: Any = None) -> None:
-        """``speculative`` is the :class:`~structspec.generation.SpecConfig` every request decodes with."""
+    def __init__(
+        self,
+        generator: Any,
+        model_id: str,
+        speculative: Any = None,
+        *,
+        defaults: Sampling | None = None,
+        on_stats: Callable[[Any], None] | None = None,
+    ) -> None:
+        """``speculative`` is the :class:`~structspec.generation.SpecConfig` every request decodes
+        with; ``defaults`` the sampling options of a request that leaves them out (its
+        ``max_new_tokens`` aside, which the limits decide); ``on_stats`` is called on the worker
+        thread with each finished generation's :class:`~structspec.generation.Stats`."""
         self.generator = generator
         self.speculative = speculative
+        self.defaults = defaults or Sampling()
+        self.on_stats = on_stats
         self.model_id = model_id
         self.created = int(time.time())
         self._free_text = Grammar.from_gbnf(FREE_TEXT)
@@ -78,28 +81,37 @@ class Engine:
         return extraction_messages(text, schema, instructions)
 
     def job(
-        self, messages: list[dict[str, str]], grammar: Grammar | None, sampling: Sampling
+        self,
+        messages: list[dict[str, str]],
+        grammar: Grammar | None,
+        sampling: Sampling,
+        prompt_field: str = "messages",
     ) -> Callable[[], Iterator[str | Completion]]:
-        """A function that decodes ``messages`` under ``grammar`` (free text when None)."""
+        """A function that decodes ``messages`` under ``grammar`` (free text when None); a prompt
+        too long for the model's context is an HTTP 400 naming ``prompt_field``."""
 
         def run() -> Iterator[str | Completion]:
-            from structspec.generation.prompt import prompt_ids
+            from structspec.generation.prompt import ContextLengthError, prompt_ids
 
             prompt_tokens = len(prompt_ids(self.generator.tokenizer, messages))
-            self._check_context(prompt_tokens, sampling.max_tokens)
-            stream = self.generator.generate(
-                messages,
-                grammar or self._free_text,
-                max_new_tokens=sampling.max_tokens,
-                temperature=sampling.temperature,
-                top_p=sampling.top_p,
-                top_k=sampling.top_k,
-                seed=sampling.seed,
-                speculative=self.speculative,
-                stream=True,
-            )
+            try:
+                stream = self.generator.generate(
+                    messages,
+                    grammar or self._free_text,
+                    **asdict(sampling),
+                    speculative=self.speculative,
+                    stream=True,
+                )
+            except ContextLengthError as exc:
+                raise APIError(
+                    f"{prompt_field}: {exc}; shorten the {prompt_field} or ask for fewer tokens",
+                    param=prompt_field,
+                    code="context_length_exceeded",
+                ) from None
             yield from stream  # closing this generator closes the stream, which stops decoding
             stats = stream.result.stats
+            if self.on_stats is not None:
+                self.on_stats(stats)
             yield Completion(
                 text=stream.result.text,
                 finish_reason="length" if stats.stop_reason == "max_new_tokens" else "stop",
@@ -109,13 +121,3 @@ class Engine:
             )
 
         return run
-
-    def _check_context(self, prompt_tokens: int, max_tokens: int) -> None:
-        context = getattr(getattr(self.generator.model, "config", None), "max_position_embeddings", None)
-        if isinstance(context, int) and prompt_tokens + max_tokens > context:
-            raise APIError(
-                f"messages: the prompt is {prompt_tokens} tokens; with max_tokens {max_tokens} that exceeds the "
-                f"model's context of {context} tokens",
-                param="messages",
-                code="context_length_exceeded",
-            )

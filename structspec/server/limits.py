@@ -71,14 +71,15 @@ class Limits:
             )
 
     def tokens(self, requested: int | None, param: str) -> int:
-        """The number of tokens to generate for a request that asked for ``requested``."""
+        """The number of tokens to generate for a request that asked for ``requested``: HTTP 400
+        over the server's limit (the sampling options' own check refuses fewer than 1)."""
         if requested is None:
             return min(self.default_max_tokens, self.max_tokens)
-        if requested < 1 or requested > self.max_tokens:
+        if requested > self.max_tokens:
             raise APIError(
                 f"{param}: {requested} is outside 1..{self.max_tokens} (the server's limit)",
                 param=param,
-                code="max_tokens_exceeded" if requested > self.max_tokens else "invalid_value",
+                code="max_tokens_exceeded",
             )
         return requested
 

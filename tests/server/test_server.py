@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
+from live_server import live_server
 from tiny_models import one_thread, stories_model, tokenizer
 
 from structspec.grammar import Grammar
@@ -42,8 +43,6 @@ MESSAGES = [{"role": "user", "content": "Once upon a time there was a girl."}]
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     """The base URL of a live server (small limits so that limit tests stay cheap)."""
-    import uvicorn
-
     from structspec.generation import Generator, SpecConfig
     from structspec.server.app import create_app
     from structspec.server.engine import Engine
@@ -53,21 +52,8 @@ def server() -> Iterator[str]:
     limits = Limits(
         max_body_bytes=20_000, max_grammar_bytes=2000, max_schema_depth=12, max_tokens=96, default_max_tokens=48
     )
-    app = create_app(Engine(generator, MODEL_ID, SpecConfig()), limits)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    uvicorn_server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=uvicorn_server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not uvicorn_server.started:
-        if not thread.is_alive():
-            pytest.fail("the server did not start")
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    uvicorn_server.should_exit = True
-    thread.join()
-    sock.close()
+    with live_server(create_app(Engine(generator, MODEL_ID, SpecConfig()), limits)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
