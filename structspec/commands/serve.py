@@ -2,6 +2,7 @@
 
     structspec serve --port 8000
     structspec serve --model ./my-model --draft-model ./my-draft --max-tokens 1024
+    structspec serve --temperature 0.7 --seed 1 --stats   # defaults for requests that leave them out
 
 Endpoints, limits and the concurrency design are described in docs/server.md. Needs the
 ``server`` extra (``pip install 'structspec[server]'``).
@@ -13,7 +14,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from structspec.commands.options import CommandError, add_model_arguments, fail, load_generator, speculative_config
+from structspec.commands.options import (
+    CommandError,
+    add_model_arguments,
+    add_sampling_flags,
+    fail,
+    load_generator,
+    print_stats,
+    sampling_options,
+    speculative_config,
+)
 
 SERVER_EXTRA = "structspec serve needs FastAPI and uvicorn: pip install 'structspec[server]'"
 
@@ -34,7 +44,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
     parser.add_argument("--model-id", metavar="NAME", help="model name clients use (default: the model folder's name)")
     parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    parser.add_argument("--stats", action="store_true",
+                        help="print each request's speed and draft acceptance on stderr (replies carry them too)")
     add_model_arguments(parser)
+    add_sampling_flags(parser.add_argument_group("request defaults", "sampling for requests that leave it out"))
     group = parser.add_argument_group("limits")
     group.add_argument("--max-tokens", type=int, default=defaults.max_tokens, metavar="N",
                        help=f"most tokens a request may ask for (default: {defaults.max_tokens})")
@@ -78,11 +91,14 @@ def run(args: argparse.Namespace) -> int:
             max_queue=args.max_queue,
             cache_size=args.cache_size,
         )
+        defaults = sampling_options(args, max_new_tokens=limits.default_max_tokens)
         generator = load_generator(args)
     except (CommandError, ValueError) as exc:
         return fail(exc)
     model_id = args.model_id or (Path(args.model).name if args.model else "structspec-demo")
-    app = create_app(Engine(generator, model_id, speculative_config(args)), limits)
+    engine = Engine(generator, model_id, speculative_config(args), defaults=defaults,
+                    on_stats=print_stats if args.stats else None)
+    app = create_app(engine, limits)
     print(f"structspec: serving {model_id} on http://{args.host}:{args.port}/v1", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
