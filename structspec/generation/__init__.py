@@ -1,7 +1,14 @@
 """Constrained and speculative generation over transformers causal language models.
 
-The names below load on first use, so that :mod:`structspec.generation.sampling` (the sampling
-options and their checks) imports without torch.
+Its one job is the decoding loop: the sampling options and their checks, prompts to token ids
+(and the context-length check), masked sampling, the drafters (forced tokens, prompt n-grams, a
+masked draft model, draft trees), exact verification, the KV cache and the statistics of a run.
+
+May import: ``structspec.masks`` and everything below it; never ``server``, ``commands`` or
+``models`` (callers pass the model and tokenizer in).
+
+The names below load on first use, so that :mod:`structspec.generation.sampling` imports without
+torch.
 """
 
 from __future__ import annotations

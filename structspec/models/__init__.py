@@ -5,6 +5,9 @@ Llama-architecture models the project trained on synthetic extraction tasks
 (``tools/train_demo_models.py``); they share one byte-level BPE tokenizer and the prompt format
 of :mod:`structspec.models.prompt`. They make ``structspec extract`` and speculative decoding work
 offline; point ``--model`` / ``--draft-model`` at real models for real work.
+
+Its one job is getting a model: the demo pair, the loader and the extraction prompt format.
+May import: nothing of structspec (transformers and torch only).
 """
 
 from __future__ import annotations

@@ -9,4 +9,7 @@ bodies), :mod:`~structspec.server.body` (reading them within limits),
 :mod:`~structspec.server.handlers` (the error format). FastAPI and Starlette are imported only
 by ``app``, ``handlers``, ``body`` and ``openai_format``, so the rest (and ``structspec serve
 --help``) loads without the ``server`` extra.
+
+May import: ``structspec.generation``, ``structspec.models`` and everything below them; never
+``structspec.commands``.
 """
