@@ -28,7 +28,7 @@ import numpy as np
 
 from structspec.errors import GrammarError
 from structspec.grammar import Grammar
-from structspec.grammar.completion import completion_cost, rule_completion_costs, spellable_bytes
+from structspec.grammar.completion import completion_cost, rule_completion_costs, shortest_start, spellable_bytes
 from structspec.grammar.gbnf.ast import TokenRef
 from structspec.grammar.parse_state import Frame, ParseState, close, frame, union
 from structspec.lru import MISSING, BoundedCache
@@ -80,6 +80,7 @@ class CompiledGrammar:
         self._eos_words = _words_of(vocabulary.eos_ids, self.n_words)
         self._token_refs = tuple(self._token_ref_set(ref) for ref in self.rules.token_refs)
         self._local: dict[int, LocalMask] = {}
+        self._local_bytes = 0  # estimated, of the local masks (a race may count one twice: an estimate)
         self._closures: dict[int, tuple[tuple[int, ...], ...]] = {}  # see _reached_in_place
         # state -> mask words; (state, token id) -> the state after it; (state, text) -> tokens of the text and
         # of what it forces
@@ -91,6 +92,7 @@ class CompiledGrammar:
             max_entries=FORCED_CACHE_ENTRIES, max_bytes=FORCED_CACHE_BYTES, weigh=_tokens_bytes)
         self._runner = StackRunner(self.rules, token_trie(vocabulary))
         self._completion_costs: list[float] | None = None  # filled on first use (threads may race: same result)
+        self._spellable = spellable_bytes(vocabulary.byte_matrix, vocabulary.lengths)
 
     def matcher(self) -> Matcher:
         """A fresh :class:`~structspec.masks.matcher.Matcher` at the start of the grammar."""
@@ -102,12 +104,11 @@ class CompiledGrammar:
         masks and steps cached so far and the runner's tables. The token trie is shared by
         every grammar of the vocabulary and not counted. Grows as generation visits new states."""
         rules = self.rules
-        local = list(self._local.values())  # a snapshot: other threads may add masks meanwhile
         return (
             rules.class_table.nbytes
             + rules.n_states * RULE_STATE_BYTES
             + len(self.grammar.source)
-            + sum(m.words.nbytes + m.pending.nbytes + 3 * OBJECT_BYTES for m in local)
+            + self._local_bytes
             + len(self._closures) * 2 * OBJECT_BYTES
             + self._states.nbytes
             + self._steps.nbytes
@@ -231,11 +232,37 @@ class CompiledGrammar:
     def tokens_to_finish(self, state: ParseState) -> float:
         """An upper bound on the tokens ``state`` needs to become complete: its shortest
         completion spelled one byte per token (``inf`` when this vocabulary cannot spell one)."""
+        return completion_cost(state, self._costs())
+
+    def finishing_tokens(self, state: ParseState) -> list[int]:
+        """Tokens that start one shortest completion of ``state``: after any of them
+        :meth:`tokens_to_finish` is at least one lower (the text tokens spelling a prefix of
+        its first bytes, or the tokens of the token reference it starts with). End-of-sequence
+        ids when ``state`` is complete; empty when it cannot be completed. Sorted by id."""
+        if state.accepting:
+            return sorted(self.vocabulary.eos_ids)
+        vocab = self.vocabulary
+        data, ref = shortest_start(state, self._costs(), self._spellable, int(vocab.lengths.max(initial=0)))
+        if not data and ref is not None:
+            bits = np.unpackbits(self._token_refs[ref].words.view(np.uint8), bitorder="little")
+            return np.flatnonzero(bits[: vocab.size]).tolist()
+        trie = self._runner.trie
+        found: list[int] = []
+        node = 0
+        for b in data:
+            lo, hi = int(trie.child_lo[node]), int(trie.child_hi[node])
+            at = lo + int(np.searchsorted(trie.byte[lo:hi], b))
+            if at == hi or trie.byte[at] != b:
+                break
+            node = at
+            found += vocab.text_ids[trie.row_lo[node] : trie.end_hi[node]].tolist()
+        return sorted(found)
+
+    def _costs(self) -> list[float]:
         costs = self._completion_costs
         if costs is None:
-            spellable = spellable_bytes(self.vocabulary.byte_matrix, self.vocabulary.lengths)
-            costs = self._completion_costs = rule_completion_costs(self.rules, spellable)
-        return completion_cost(state, costs)
+            costs = self._completion_costs = rule_completion_costs(self.rules, self._spellable)
+        return costs
 
     def advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
         """The state after a non-end-of-sequence token: its bytes, or a token reference
@@ -274,6 +301,7 @@ class CompiledGrammar:
         local = self._local.get(q)
         if local is None:
             local = self._local[q] = self._compute_local(q)
+            self._local_bytes += local.words.nbytes + local.pending.nbytes + 3 * OBJECT_BYTES
         return local
 
     def _compute_local(self, q: int) -> LocalMask:

@@ -40,6 +40,7 @@ DELEGATE_AT = 2048  # tokens below the nodes of one callee state, from which its
 SUBRUN_CACHE_BYTES = 32 << 20  # per runner: delegated runs kept for reuse by other states
 SUBRUN_CACHE_ENTRIES = 4096
 RUN_STATE_BYTES = 512  # estimated bytes per run state: its parse state, heads, dictionary entries
+POINTER_BYTES = 8
 
 
 def with_hole(rules: RuleSet) -> tuple[RuleSet, int]:
@@ -260,7 +261,7 @@ class StackRunner:
         return (
             sum(a.nbytes for a in arrays)
             + len(self._states) * RUN_STATE_BYTES
-            + sum(len(row) for row in list(self._rows.values())) * 8
+            + len(self._rows) * self._trans.shape[1] * POINTER_BYTES
             + (len(self._after) + len(self._ends) + len(self._splits)) * 2 * RUN_STATE_BYTES // 4
             + self._subruns.nbytes
         )
