@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from structspec.grammar import Grammar
+from structspec.masks.compiled import CompiledGrammar
+from structspec.masks.compiled import compile as compile_grammar
 from structspec.server.errors import APIError
+from structspec.tokens.vocabulary import Vocabulary
 
 FREE_TEXT = r"root ::= [^\x00]*"
 """The grammar of a request without constraint: any text (generation ends on EOS or the token limit)."""
@@ -57,7 +60,12 @@ class Engine:
         self.speculative = speculative
         self.model_id = model_id
         self.created = int(time.time())
-        self._free_text = Grammar.from_gbnf(FREE_TEXT)
+        self._free_text = compile_grammar(Grammar.from_gbnf(FREE_TEXT), generator.vocabulary)
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The served model's vocabulary, which request grammars are compiled for."""
+        return self.generator.vocabulary
 
     def check_model(self, requested: str | None) -> None:
         """Refuse a request naming another model (HTTP 404)."""
@@ -78,9 +86,10 @@ class Engine:
         return extraction_messages(text, schema, instructions)
 
     def job(
-        self, messages: list[dict[str, str]], grammar: Grammar | None, sampling: Sampling
+        self, messages: list[dict[str, str]], grammar: CompiledGrammar | None, sampling: Sampling
     ) -> Callable[[], Iterator[str | Completion]]:
-        """A function that decodes ``messages`` under ``grammar`` (free text when None)."""
+        """A function that decodes ``messages`` under ``grammar``, compiled for :attr:`vocabulary`
+        (free text when None)."""
 
         def run() -> Iterator[str | Completion]:
             from structspec.generation.prompt import prompt_ids

@@ -1,0 +1,61 @@
+"""Garbage-collector pauses of the server process, for ``GET /health``.
+
+A full collection (generation 2) walks every tracked object of the process and holds the
+interpreter lock meanwhile, so its length is a pause of every request. :func:`settle` moves
+what exists once the model is loaded (torch, transformers and the app: hundreds of thousands
+of objects that live as long as the process) out of the collector's sight with
+:func:`gc.freeze`, so that full collections walk only what requests create; measured in
+docs/server.md. :class:`CollectionPauses` records how long each collection took.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from typing import Any
+
+
+def settle() -> None:
+    """Collect once, then freeze the survivors (they are never collected again)."""
+    gc.collect()
+    gc.freeze()
+
+
+class CollectionPauses:
+    """Counts collections and their longest pause per generation, from ``gc.callbacks``."""
+
+    def __init__(self) -> None:
+        self._started = 0.0
+        self.count = [0, 0, 0]
+        self.longest = [0.0, 0.0, 0.0]
+        self.total = [0.0, 0.0, 0.0]
+
+    def install(self) -> None:
+        """Start recording."""
+        gc.callbacks.append(self._callback)
+
+    def remove(self) -> None:
+        """Stop recording."""
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def stats(self) -> dict[str, Any]:
+        """Collections so far, the full ones apart, with the longest and total pause in milliseconds."""
+        return {
+            "collections": sum(self.count),
+            "full_collections": self.count[2],
+            "longest_full_ms": round(self.longest[2] * 1000, 3),
+            "total_full_ms": round(self.total[2] * 1000, 3),
+            "longest_ms": round(max(self.longest) * 1000, 3),
+            "frozen_objects": gc.get_freeze_count(),
+        }
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        generation = info["generation"]
+        pause = time.perf_counter() - self._started
+        self.count[generation] += 1
+        self.total[generation] += pause
+        self.longest[generation] = max(self.longest[generation], pause)
