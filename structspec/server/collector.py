@@ -1,11 +1,15 @@
 """Garbage-collector pauses of the server process, for ``GET /health``.
 
 A full collection (generation 2) walks every tracked object of the process and holds the
-interpreter lock meanwhile, so its length is a pause of every request. :func:`settle` moves
-what exists once the model is loaded (torch, transformers and the app: hundreds of thousands
-of objects that live as long as the process) out of the collector's sight with
-:func:`gc.freeze`, so that full collections walk only what requests create; measured in
-docs/server.md. :class:`CollectionPauses` records how long each collection took.
+interpreter lock meanwhile, so its length is a pause of every request. The model, torch,
+transformers and the app are hundreds of thousands of objects that live as long as the
+process, and a cached grammar is tens of thousands more (syntax tree, parse states, frames).
+:func:`settle` collects and then moves what survives out of the collector's sight with
+:func:`gc.freeze`: at start-up, after each compilation and whenever the generation worker
+falls idle, so a full collection walks only what was created since. Frozen objects are still
+freed by reference counting (a compiled grammar has no reference cycles, so an evicted one is
+freed at once); only a reference cycle among objects alive at a settle would outlive its
+use. Measured in docs/server.md. :class:`CollectionPauses` records how long each collection took.
 """
 
 from __future__ import annotations
