@@ -7,6 +7,7 @@ thread of the server itself, the design they replaced, for side-by-side measurem
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -82,8 +83,10 @@ class Server:
     def rss(self) -> tuple[int, int]:
         """Resident bytes of the server process and of its children (the compile processes)."""
         own = _rss(self.process.pid)
-        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
-        kids = children.read_text().split() if children.exists() else []
+        kids = set()  # children started by any thread of the server
+        for children in Path(f"/proc/{self.process.pid}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                kids.update(children.read_text().split())
         return own, sum(_rss(int(pid)) for pid in kids)
 
 

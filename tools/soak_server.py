@@ -59,7 +59,8 @@ def main() -> int:
                           "cache_mb": round(health["grammar_cache"]["bytes"] / MB),
                           "cached": health["grammar_cache"]["size"],
                           "full_collections": health["gc"]["full_collections"],
-                          "longest_full_ms": health["gc"]["longest_full_ms"]}
+                          "longest_full_ms": health["gc"]["longest_full_ms"],
+                          "longest_full_cpu_ms": health["gc"]["longest_full_cpu_ms"]}
                 samples.append(sample)
                 print(json.dumps(sample), flush=True)
         health = http.get("/health").json()

@@ -9,9 +9,13 @@ requests several times slower. So jobs run in separate processes, started with `
 comes back pickled. A job that runs past the time limit has its process killed (a new one
 starts for the next job) and raises :class:`CompileTimeout`.
 
-The parent only waits on a pipe (the lock is free meanwhile) and then unpickles the result,
+The parent only waits on a pipe (the lock is free meanwhile) and then unpickles the result
 with the cycle collector paused: a big grammar is hundreds of thousands of new objects, and
-collections triggered halfway through them would triple the time the lock is held.
+collections triggered halfway through them would triple the time the lock is held. The
+objects that arrive are frozen at once (:func:`gc.freeze`, after a collection of what came
+before them, see :mod:`structspec.server.collector`): a compiled grammar lives as long as its
+cache entry and has no reference cycles, so later full collections need not walk it, and
+freeing it on eviction is reference counting's job.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
+
+from structspec.server.collector import settle
 
 _UNPICKLE_LOCK = threading.Lock()  # one unpickling at a time: the collector is paused process-wide meanwhile
 
@@ -101,6 +107,7 @@ class _Child:
         if not self._conn.poll(timeout):
             raise CompileTimeout(f"compilation took longer than {timeout:g} s")
         with _UNPICKLE_LOCK:
+            settle()  # what exists now, collected and frozen: the next freeze takes only the result
             paused = gc.isenabled()
             gc.disable()
             try:
@@ -108,6 +115,7 @@ class _Child:
             except EOFError:
                 raise RuntimeError(f"the compile process died (exit code {self._process.exitcode})") from None
             finally:
+                gc.freeze()
                 if paused:
                     gc.enable()
 

@@ -27,7 +27,6 @@ from structspec.grammar import Grammar
 from structspec.lru import BoundedCache
 from structspec.masks.compiled import CompiledGrammar
 from structspec.masks.compiled import compile as compile_grammar
-from structspec.server.collector import settle
 from structspec.server.compile_pool import CompilePool, CompileTimeout
 from structspec.server.errors import APIError, grammar_error, schema_error
 from structspec.server.limits import Limits
@@ -112,9 +111,7 @@ class ConstraintCache:
                 param=param,
                 code="compile_timeout",
             ) from None
-        compiled = compile_grammar(grammar, self._vocabulary)
-        settle()  # the grammar's objects live as long as its cache entry: out of the collector's way
-        return compiled
+        return compile_grammar(grammar, self._vocabulary)
 
 
 def _compiled_bytes(_key: tuple[str, str], compiled: CompiledGrammar) -> int:
