@@ -1,7 +1,7 @@
 """Shortest completions: how many tokens a parse state needs, at most, to become complete.
 
 Generation keeps every output finishable within ``max_new_tokens`` with it (see
-``structspec.generation.budget``), and :func:`shortest_start` says how a shortest completion
+``structspec.generation.budget``), and :func:`shortest_steps` says how a shortest completion
 begins, so that the budget guard can always name a token that keeps it. The bound spells the
 shortest completion one byte per token, so it holds for any vocabulary that has the bytes it
 needs as single tokens (every byte-level BPE and every SentencePiece vocabulary with byte
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -90,25 +90,21 @@ def completion_cost(state: ParseState, costs: Sequence[float]) -> float:
     return best
 
 
-def shortest_start(
-    state: ParseState, costs: Sequence[float], spellable: np.ndarray, limit: int
-) -> tuple[bytes, int | None]:
-    """How one shortest completion of ``state`` begins: up to ``limit`` of its first bytes
-    (each spellable, each lowering :func:`completion_cost` by one), and the index of the token
-    reference that comes right after them, if that is its next step (else None). Empty bytes
-    and None when ``state`` is complete or cannot be completed."""
-    out = bytearray()
+def shortest_steps(state: ParseState, costs: Sequence[float], spellable: np.ndarray) -> Iterator[tuple[bool, int]]:
+    """The steps of one shortest completion of ``state``, lazily: ``(True, byte)`` for a
+    spellable byte, ``(False, index)`` for a token reference (the last step yielded). Each step
+    lowers :func:`completion_cost` by one; nothing is yielded once the state is complete or
+    when it cannot be completed."""
     current: ParseState | None = state
-    while current is not None and len(out) < limit:
+    while current is not None:
         step = _cheapest_step(current, costs, spellable)
         if step is None:
-            break
+            return
+        yield step
         is_byte, value = step
         if not is_byte:
-            return bytes(out), value
-        out.append(value)
+            return
         current = current.advance_byte(value)
-    return bytes(out), None
 
 
 def _cheapest_step(state: ParseState, costs: Sequence[float], spellable: np.ndarray) -> tuple[bool, int] | None:

@@ -28,7 +28,7 @@ import numpy as np
 
 from structspec.errors import GrammarError
 from structspec.grammar import Grammar
-from structspec.grammar.completion import completion_cost, rule_completion_costs, shortest_start, spellable_bytes
+from structspec.grammar.completion import completion_cost, rule_completion_costs, shortest_steps, spellable_bytes
 from structspec.grammar.gbnf.ast import TokenRef
 from structspec.grammar.parse_state import Frame, ParseState, close, frame, union
 from structspec.lru import MISSING, BoundedCache
@@ -241,18 +241,18 @@ class CompiledGrammar:
         ids when ``state`` is complete; empty when it cannot be completed. Sorted by id."""
         if state.accepting:
             return sorted(self.vocabulary.eos_ids)
-        vocab = self.vocabulary
-        data, ref = shortest_start(state, self._costs(), self._spellable, int(vocab.lengths.max(initial=0)))
-        if not data and ref is not None:
-            bits = np.unpackbits(self._token_refs[ref].words.view(np.uint8), bitorder="little")
-            return np.flatnonzero(bits[: vocab.size]).tolist()
-        trie = self._runner.trie
+        vocab, trie = self.vocabulary, self._runner.trie
         found: list[int] = []
-        node = 0
-        for b in data:
+        node = 0  # the token-trie node of the bytes so far: steps go on while some token spells them
+        for is_byte, value in shortest_steps(state, self._costs(), self._spellable):
+            if not is_byte:
+                if node == 0:
+                    bits = np.unpackbits(self._token_refs[value].words.view(np.uint8), bitorder="little")
+                    return np.flatnonzero(bits[: vocab.size]).tolist()
+                break
             lo, hi = int(trie.child_lo[node]), int(trie.child_hi[node])
-            at = lo + int(np.searchsorted(trie.byte[lo:hi], b))
-            if at == hi or trie.byte[at] != b:
+            at = lo + int(np.searchsorted(trie.byte[lo:hi], value))
+            if at == hi or trie.byte[at] != value:
                 break
             node = at
             found += vocab.text_ids[trie.row_lo[node] : trie.end_hi[node]].tolist()
