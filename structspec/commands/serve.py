@@ -66,6 +66,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        help=f"requests queued or running at once before HTTP 503 (default: {defaults.max_queue})")
     group.add_argument("--cache-size", type=int, default=defaults.cache_size, metavar="N",
                        help=f"compiled grammars kept in the LRU cache (default: {defaults.cache_size})")
+    group.add_argument("--cache-bytes", type=int, default=defaults.cache_bytes, metavar="N",
+                       help="estimated bytes the cached compiled grammars may hold, token masks included "
+                       f"(default: {defaults.cache_bytes})")
+    group.add_argument("--compile-timeout", type=float, default=defaults.compile_timeout, metavar="SECONDS",
+                       help=f"longest a schema or grammar may take to compile (default: {defaults.compile_timeout:g})")
+    group.add_argument("--compile-processes", type=int, default=defaults.compile_processes, metavar="N",
+                       help=f"processes compiling grammars at once (default: {defaults.compile_processes})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
             default_max_tokens=args.default_max_tokens or min(Limits.default_max_tokens, args.max_tokens),
             max_queue=args.max_queue,
             cache_size=args.cache_size,
+            cache_bytes=args.cache_bytes,
+            compile_timeout=args.compile_timeout,
+            compile_processes=args.compile_processes,
         )
         defaults = sampling_options(args, max_new_tokens=limits.default_max_tokens)
         generator = load_generator(args)

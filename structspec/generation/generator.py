@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from structspec.generation.prompt import Messages, check_context, prompt_ids
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Result, Stats
 from structspec.generation.vocab_check import draft_vocabulary
+from structspec.lru import BoundedCache
 from structspec.masks.compiled import CompiledGrammar
 from structspec.masks.compiled import compile as compile_grammar
 from structspec.tokens.vocabulary import Vocabulary
@@ -48,7 +48,9 @@ class Generator:
     """Generates text that follows a constraint from a causal LM, optionally speculatively.
 
     ``draft_model`` must share the target's vocabulary (checked through ``draft_tokenizer``,
-    which defaults to ``tokenizer``). Compiled constraints are cached per generator.
+    which defaults to ``tokenizer``). Compiled constraints are cached per generator: at most
+    ``cache_size`` of them and ``cache_bytes`` of their estimated size (masks included, measured
+    again after each generation), least recently used dropped first.
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class Generator:
         draft_model: Any = None,
         draft_tokenizer: Any = None,
         cache_size: int = 32,
+        cache_bytes: int = 1 << 30,
     ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -66,24 +69,25 @@ class Generator:
         self.draft_model = draft_model.eval() if draft_model is not None else None
         if draft_model is not None:
             draft_vocabulary(self.vocabulary, draft_tokenizer or tokenizer, logits_width(draft_model))
-        self._compiled: OrderedDict[Any, tuple[Constraint, CompiledGrammar]] = OrderedDict()
-        self._cache_size = cache_size
+        self._compiled: BoundedCache[Any, tuple[Constraint, CompiledGrammar]] = BoundedCache(
+            max_entries=cache_size, max_bytes=cache_bytes, weigh=_compiled_bytes)
         self._tree_attention = tree_attention(self.model)
 
     def compile(self, constraint: Any) -> tuple[Constraint, CompiledGrammar]:
-        """The constraint read as a grammar and compiled for this vocabulary (cached)."""
+        """The constraint read as a grammar and compiled for this vocabulary (cached). A
+        :class:`~structspec.masks.compiled.CompiledGrammar` for this vocabulary is used as it
+        is, and not cached here: its owner decides how long it lives."""
+        if isinstance(constraint, CompiledGrammar):
+            if constraint.vocabulary != self.vocabulary:
+                raise ValueError("the compiled grammar was compiled for another vocabulary than this model's")
+            return to_constraint(constraint.grammar), constraint
         key = _cache_key(constraint)
-        hit = self._compiled.get(key) if key is not None else None
+        hit = self._compiled.get(key, None) if key is not None else None
         if hit is not None:
-            self._compiled.move_to_end(key)
             return hit
         parsed = to_constraint(constraint)
         entry = (parsed, compile_grammar(parsed.grammar, self.vocabulary))
-        if key is not None:
-            self._compiled[key] = entry
-            if len(self._compiled) > self._cache_size:
-                self._compiled.popitem(last=False)
-        return entry
+        return self._compiled.put(key, entry) if key is not None else entry
 
     def generate(
         self,
@@ -99,7 +103,8 @@ class Generator:
         stream: bool = False,
     ) -> Result | Stream:
         """Generate a continuation of ``prompt`` (text, or chat messages) that follows
-        ``constraint`` (a Grammar, GBNF text, a JSON Schema dict or a Pydantic model class).
+        ``constraint`` (a Grammar, GBNF text, a JSON Schema dict, a Pydantic model class, or a
+        grammar compiled for this vocabulary).
 
         The sampling options are checked as a :class:`~structspec.generation.sampling.Sampling`
         (:class:`~structspec.generation.sampling.OptionError` names a bad one), and the prompt
@@ -170,6 +175,7 @@ class _Run:
         tail = text.finish()
         if tail:
             yield tail
+        self.gen._compiled.reweigh()  # the masks this run computed count against the cache's bytes
         stats.finish(time.perf_counter() - start, stats.stop_reason)
         complete = stats.stop_reason != "max_new_tokens" or matcher.is_accepting()
         value = self.parsed.value(text.text) if complete else None
@@ -179,6 +185,10 @@ class _Run:
 def _size(model: Any) -> int:
     """Parameter count: a draft model's cost relative to the target before it is measured."""
     return sum(p.numel() for p in model.parameters())
+
+
+def _compiled_bytes(_key: Any, entry: tuple[Constraint, CompiledGrammar]) -> int:
+    return entry[1].nbytes
 
 
 def _cache_key(constraint: Any) -> Any:

@@ -1,7 +1,8 @@
 """The FastAPI application: OpenAI-compatible chat completions, extraction, models and health.
 
-Handlers validate and convert the request on the event loop (grammar conversion runs in the
-thread pool, cached by :class:`ConstraintCache`), then hand generation to the single
+Handlers validate and convert the request on the event loop (grammars are compiled in child
+processes, waited for in the thread pool, and cached by :class:`ConstraintCache`), then hand
+generation to the single
 :class:`GenerationWorker`; see :mod:`structspec.server.worker` for the concurrency design.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,8 +21,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from structspec.generation.sampling import Sampling
-from structspec.grammar import Grammar
+from structspec.masks.compiled import CompiledGrammar
 from structspec.server.body import parse, read_json
+from structspec.server.collector import CollectionPauses, settle
 from structspec.server.constraints import JSON_OBJECT_SCHEMA, ConstraintCache
 from structspec.server.engine import Completion, Engine
 from structspec.server.errors import APIError
@@ -36,13 +39,19 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
     """The server application for one loaded model."""
     limits = limits or Limits()
-    cache = ConstraintCache(limits)
+    cache = ConstraintCache(limits, engine.vocabulary)
     worker = GenerationWorker(limits.max_queue)
+    pauses = CollectionPauses()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        settle()
+        pauses.install()
+        threading.Thread(target=cache.warm, name="structspec-compile-warm", daemon=True).start()
         yield
+        pauses.remove()
         worker.close()
+        cache.close()
 
     app = FastAPI(title="structspec", summary="Grammar-constrained generation over HTTP", lifespan=lifespan)
     install_handlers(app)
@@ -57,7 +66,8 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
             "model": engine.model_id,
             "queued": worker.active,
             "cancelled": worker.cancelled,
-            "grammar_cache": {"size": len(cache), "hits": cache.hits, "misses": cache.misses},
+            "grammar_cache": cache.stats(),
+            "gc": pauses.stats(),
         }
 
     @app.get("/v1/models")
@@ -113,7 +123,7 @@ def _sampling(request: ChatRequest | ExtractRequest, engine: Engine, limits: Lim
     return request.sampling(engine.defaults, limits.tokens(requested, field), field)
 
 
-def _chat_grammar(chat: ChatRequest, cache: ConstraintCache) -> Grammar | None:
+def _chat_grammar(chat: ChatRequest, cache: ConstraintCache) -> CompiledGrammar | None:
     """The grammar a chat request asks for (None for free text)."""
     response_format = chat.response_format
     wants_json = response_format is not None and response_format.type != "text"

@@ -13,7 +13,10 @@ from typing import Any
 
 from structspec.generation.sampling import Sampling
 from structspec.grammar import Grammar
+from structspec.masks.compiled import CompiledGrammar
+from structspec.masks.compiled import compile as compile_grammar
 from structspec.server.errors import APIError
+from structspec.tokens.vocabulary import Vocabulary
 
 FREE_TEXT = r"root ::= [^\x00]*"
 """The grammar of a request without constraint: any text (generation ends on EOS or the token limit)."""
@@ -60,7 +63,12 @@ class Engine:
         self.on_stats = on_stats
         self.model_id = model_id
         self.created = int(time.time())
-        self._free_text = Grammar.from_gbnf(FREE_TEXT)
+        self._free_text = compile_grammar(Grammar.from_gbnf(FREE_TEXT), generator.vocabulary)
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The served model's vocabulary, which request grammars are compiled for."""
+        return self.generator.vocabulary
 
     def check_model(self, requested: str | None) -> None:
         """Refuse a request naming another model (HTTP 404)."""
@@ -83,12 +91,13 @@ class Engine:
     def job(
         self,
         messages: list[dict[str, str]],
-        grammar: Grammar | None,
+        grammar: CompiledGrammar | None,
         sampling: Sampling,
         prompt_field: str = "messages",
     ) -> Callable[[], Iterator[str | Completion]]:
-        """A function that decodes ``messages`` under ``grammar`` (free text when None); a prompt
-        too long for the model's context is an HTTP 400 naming ``prompt_field``."""
+        """A function that decodes ``messages`` under ``grammar``, compiled for :attr:`vocabulary`
+        (free text when None); a prompt too long for the model's context is an HTTP 400 naming
+        ``prompt_field``."""
 
         def run() -> Iterator[str | Completion]:
             from structspec.generation.prompt import ContextLengthError, prompt_ids

@@ -22,6 +22,11 @@ class Limits:
         default_max_tokens: tokens generated when a request does not say.
         max_queue: most requests waiting for (or holding) the model at once (HTTP 503 beyond).
         cache_size: compiled grammars kept (least recently used dropped first).
+        cache_bytes: estimated bytes the kept compiled grammars may hold, token masks included
+            (least recently used dropped first).
+        compile_timeout: seconds a schema or grammar may take to convert and compile (HTTP 400
+            ``compile_timeout`` beyond).
+        compile_processes: child processes compiling at once (more wait for one).
     """
 
     max_body_bytes: int = 1 << 20
@@ -32,11 +37,15 @@ class Limits:
     default_max_tokens: int = 512
     max_queue: int = 32
     cache_size: int = 64
+    cache_bytes: int = 512 << 20
+    compile_timeout: float = 60.0
+    compile_processes: int = 2
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
-            if value < 1:
-                raise ValueError(f"limit {name} must be at least 1, got {value}")
+            if not value >= (0.001 if isinstance(value, float) else 1):  # NaN fails too
+                raise ValueError(f"limit {name} must be at least {'0.001' if isinstance(value, float) else 1}, "
+                                 f"got {value}")
         if self.default_max_tokens > self.max_tokens:
             raise ValueError(f"default_max_tokens ({self.default_max_tokens}) exceeds max_tokens ({self.max_tokens})")
 

@@ -11,7 +11,10 @@ an ``asyncio.Queue``. When the request goes away — the client disconnected mid
 handler was cancelled — a cancel flag is set; the worker checks it before each next item and
 closes the iterator, which stops decoding, so the slot frees within one decoding step. A job
 still waiting in the queue when its request goes away never starts. At most ``max_queue`` jobs
-wait or run at once; more get HTTP 503 rather than an unbounded backlog.
+wait or run at once; more get HTTP 503 rather than an unbounded backlog. When a job ends with
+nothing queued behind it, the worker runs the cycle collector and freezes what survives
+(:func:`~structspec.server.collector.settle`), so that later full collections only walk what
+newer requests created.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from structspec.server.collector import settle
 from structspec.server.errors import APIError
 
 ItemT = TypeVar("ItemT")
@@ -70,6 +74,8 @@ class GenerationWorker:
                 post(_ERROR, exc)
             finally:
                 post(_DONE, None)
+                if self.active <= 1:  # nothing queued behind: a good moment for the collector
+                    settle()
 
         self.active += 1
         future = loop.run_in_executor(self._executor, run)

@@ -325,9 +325,11 @@ def test_worker_closes_the_job_when_its_consumer_leaves() -> None:
 def test_unexpected_errors_are_a_bare_500() -> None:
     from structspec.server.app import create_app
     from structspec.server.engine import Engine
+    from structspec.tokens.vocabulary import Vocabulary
 
     class Broken:
         tokenizer = tokenizer("stories260K")
+        vocabulary = Vocabulary.from_tokenizer(tokenizer)
 
         def generate(self, *args: Any, **kwargs: Any) -> Any:
             raise RuntimeError("secret internals")
