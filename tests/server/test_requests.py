@@ -18,6 +18,7 @@ from live_server import live_server, on_one_connection
 from tiny_models import one_thread, stories_dir, stories_model, tokenizer
 
 from structspec.generation.sampling import MAX_SEED, OptionError, Sampling
+from structspec.tokens.vocabulary import Vocabulary
 
 pytest.importorskip("fastapi", reason="the server extra is not installed")
 openai = pytest.importorskip("openai", reason="the openai client is not installed")
@@ -245,6 +246,7 @@ def test_an_unexpected_error_is_a_bare_500_and_the_connection_lives_on() -> None
 
     class Broken:
         tokenizer = tokenizer("stories260K")
+        vocabulary = Vocabulary.from_tokenizer(tokenizer)
 
         def generate(self, *args: Any, **kwargs: Any) -> Any:
             raise RuntimeError("secret internals")
