@@ -28,9 +28,9 @@ from structspec.server.engine import Engine
 from structspec.server.limits import Limits
 import argparse
 
-port, compile_in, cache_bytes = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+port, compile_in, cache_bytes, timeout = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 generator = load_generator(argparse.Namespace(model=None, draft_model=None, no_draft=False))
-limits = Limits(cache_bytes=cache_bytes)
+limits = Limits(cache_bytes=cache_bytes, compile_timeout=timeout)
 if compile_in == "thread":
     import structspec.server.constraints as constraints
 
@@ -50,14 +50,18 @@ uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 class Server:
     """A server process on a free local port; use as a context manager."""
 
-    def __init__(self, compile_in: str = "process", cache_bytes: int = 512 << 20) -> None:
+    def __init__(
+        self, compile_in: str = "process", cache_bytes: int = 512 << 20, compile_timeout: float = 60.0
+    ) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _LAUNCH, str(self.port), compile_in, str(cache_bytes)], env=env, cwd=REPO
+            [sys.executable, "-c", _LAUNCH, str(self.port), compile_in, str(cache_bytes), str(compile_timeout)],
+            env=env,
+            cwd=REPO,
         )
 
     def __enter__(self) -> Server:

@@ -49,12 +49,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--properties", type=int, default=1400, help="properties of the big schema (default: 1400)")
     parser.add_argument("--requests", type=int, default=40, help="small requests per phase (default: 40)")
-    parser.add_argument("--compile-in", choices=("process", "thread"), default="process")
+    parser.add_argument("--compile-in", choices=("process", "thread"), default="process",
+                        help="where the server compiles: its compile processes, or a thread (the old design)")
+    parser.add_argument("--compile-timeout", type=float, default=600.0,
+                        help="the server's --compile-timeout (default: 600, so that the big schema compiles)")
     args = parser.parse_args()
 
     big = wide_schema(args.properties)
     print(f"big schema: {len(json.dumps(big, separators=(',', ':')))} bytes", flush=True)
-    with Server(compile_in=args.compile_in) as server, httpx.Client(base_url=server.url, timeout=900) as http:
+    server = Server(compile_in=args.compile_in, compile_timeout=args.compile_timeout)
+    with server, httpx.Client(base_url=server.url, timeout=900) as http:
         def small() -> float:
             start = time.perf_counter()
             response = http.post("/v1/chat/completions", json=_chat(SMALL, 8))

@@ -94,8 +94,27 @@ def wait_until_idle(http: httpx.Client) -> dict[str, Any]:
 
 
 def test_health_and_models(http: httpx.Client, client: Any) -> None:
-    assert http.get("/health").json()["status"] == "ok"
+    health = http.get("/health").json()
+    assert health["status"] == "ok"
+    assert health["gc"]["frozen_objects"] > 0  # what existed once the model was loaded is frozen
+    assert health["grammar_cache"]["max_bytes"] == 512 << 20
     assert [model.id for model in client.models.list()] == [MODEL_ID]
+
+
+def test_collector_pauses_are_recorded() -> None:
+    import gc
+
+    from structspec.server.collector import CollectionPauses
+
+    pauses = CollectionPauses()
+    pauses.install()
+    try:
+        gc.collect()
+    finally:
+        pauses.remove()
+    stats = pauses.stats()
+    assert stats["full_collections"] == 1 and stats["longest_full_ms"] > 0
+    assert stats["longest_full_cpu_ms"] <= stats["longest_full_ms"] + 1
 
 
 def test_json_schema_output_validates(client: Any, http: httpx.Client) -> None:
