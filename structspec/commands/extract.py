@@ -116,7 +116,7 @@ def _constraint(args: argparse.Namespace) -> tuple[dict[str, Any], type | None, 
             grammar = Grammar.from_json_schema(schema)
     except SchemaError as exc:
         keyword = f" ({exc.keyword})" if exc.keyword else ""
-        raise CommandError(f"{where}#{exc.pointer}{keyword}: {exc.message}") from None
+        raise CommandError(f"{where}#{exc.pointer}{keyword}: {exc.code} {exc.message}") from None
     return schema, model_class, grammar
 
 

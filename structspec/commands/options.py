@@ -95,11 +95,17 @@ def sampling_options(args: argparse.Namespace, max_new_tokens: int | None = None
     )
 
 
+GENERATION_EXTRA = "running a language model needs torch and transformers: pip install 'structspec[generation]'"
+
+
 def load_generator(args: argparse.Namespace) -> Any:
     """The :class:`structspec.Generator` the flags describe, loading with progress on stderr."""
-    from transformers.utils import logging as transformers_logging
+    try:
+        from transformers.utils import logging as transformers_logging
 
-    from structspec.generation import Generator
+        from structspec.generation import Generator
+    except ImportError as exc:
+        raise CommandError(f"{GENERATION_EXTRA} ({exc})") from None
     from structspec.models import load
 
     # Our own progress line replaces transformers' progress bars and advisory warnings.
@@ -173,6 +179,8 @@ def read_json(path: str, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CommandError(f"{path}:{exc.lineno}:{exc.colno}: {what} is not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise CommandError(f"{path}: {what} nests too deeply to parse") from None
 
 
 def print_stats(stats: Any) -> None:

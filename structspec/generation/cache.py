@@ -32,6 +32,9 @@ class CachedModel:
         self.tokens: list[int] = []
         self._device = next(model.parameters()).device
         self._keep_arg = _takes(type(model), "logits_to_keep")
+        # transformers 5 names the cache argument ``cache`` (``past_key_values`` is deprecated
+        # and goes in 5.40); older releases and models not yet migrated take ``past_key_values``
+        self._cache_arg = "cache" if _takes(type(model), "cache") else "past_key_values"
         self._additive_mask = getattr(_text_config(model), "_attn_implementation", None) == "eager"
 
     def logits(self, sequence: list[int], n_out: int) -> torch.Tensor:
@@ -46,8 +49,8 @@ class CachedModel:
         with torch.no_grad():
             out = self.model(
                 input_ids=torch.tensor([feed], device=self._device),
-                past_key_values=self.cache,
                 use_cache=True,
+                **{self._cache_arg: self.cache},
                 **kwargs,
             )
         self.tokens.extend(feed)
@@ -83,8 +86,8 @@ class CachedModel:
                 input_ids=torch.tensor([sequence[keep:] + nodes], device=self._device),
                 attention_mask=self._mask(allowed),
                 position_ids=torch.tensor([positions], device=self._device),
-                past_key_values=self.cache,
                 use_cache=True,
+                **{self._cache_arg: self.cache},
                 **kwargs,
             )
         self.tokens.extend(sequence[keep:] + nodes)

@@ -128,7 +128,7 @@ def _contains(
     match = host.value_rule([*rest_locs, target], f"{name}-contains")
     other = any_item
     if high is not None:
-        negated = Loc({"not": target.node}, target.pointer, target.base)
+        negated = target.wrap({"not": target.node})
         other = host.value_rule([*rest_locs, negated], f"{name}-other")
     count_cap = high if high is not None else low
     length_cap = max_i if max_i is not None else max(min_i, 1)

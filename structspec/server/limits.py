@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from structspec.budget import MAX_NESTING
+from structspec.jsonschema.limits import schema_depth
 from structspec.server.errors import APIError
 
 
@@ -16,7 +18,10 @@ class Limits:
     Attributes:
         max_body_bytes: largest request body accepted.
         max_schema_bytes: largest JSON Schema, measured as compact JSON.
-        max_schema_depth: deepest nesting of objects/arrays inside a schema.
+        max_schema_depth: deepest nesting of a schema, measured as the converter measures it
+            (:func:`~structspec.jsonschema.limits.schema_depth`: the root is level 1, each
+            subschema one more); at most the converter's own limit,
+            :data:`~structspec.budget.MAX_NESTING`.
         max_grammar_bytes: largest GBNF grammar text.
         max_tokens: most tokens one request may ask for.
         default_max_tokens: tokens generated when a request does not say.
@@ -31,7 +36,7 @@ class Limits:
 
     max_body_bytes: int = 1 << 20
     max_schema_bytes: int = 64 << 10
-    max_schema_depth: int = 32
+    max_schema_depth: int = MAX_NESTING
     max_grammar_bytes: int = 64 << 10
     max_tokens: int = 2048
     default_max_tokens: int = 512
@@ -46,6 +51,10 @@ class Limits:
             if not value >= (0.001 if isinstance(value, float) else 1):  # NaN fails too
                 raise ValueError(f"limit {name} must be at least {'0.001' if isinstance(value, float) else 1}, "
                                  f"got {value}")
+        if self.max_schema_depth > MAX_NESTING:
+            raise ValueError(
+                f"max_schema_depth ({self.max_schema_depth}) exceeds the converter's nesting limit of {MAX_NESTING}"
+            )
         if self.default_max_tokens > self.max_tokens:
             raise ValueError(f"default_max_tokens ({self.default_max_tokens}) exceeds max_tokens ({self.max_tokens})")
 
@@ -53,10 +62,11 @@ class Limits:
         """The schema's canonical JSON text, after checking its size and depth."""
         if not isinstance(schema, dict | bool):
             raise APIError(f"{param}: a JSON Schema must be an object or a boolean", param=param, code="invalid_schema")
-        depth = nesting_depth(schema)
+        depth, pointer = schema_depth(schema, self.max_schema_depth)
         if depth > self.max_schema_depth:
             raise APIError(
-                f"{param}: schema nesting depth {depth} exceeds the limit of {self.max_schema_depth}",
+                f"{param}#{pointer}: schema nesting depth over the limit of {self.max_schema_depth} levels "
+                "(each subschema is one level)",
                 param=param,
                 code="schema_too_deep",
             )
@@ -92,16 +102,3 @@ class Limits:
             )
         return requested
 
-
-def nesting_depth(value: Any) -> int:
-    """How deeply objects and arrays nest in ``value`` (0 for a scalar), without recursion."""
-    deepest = 0
-    pending: list[tuple[Any, int]] = [(value, 0)]
-    while pending:
-        node, depth = pending.pop()
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
-        if children is None:
-            continue
-        deepest = max(deepest, depth + 1)
-        pending.extend((child, depth + 1) for child in children)
-    return deepest
