@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import json
-import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from structspec.generation.batch import Batch
 from structspec.generation.cache import CachedModel, logits_width, tree_attention
 from structspec.generation.chain import DraftChain
 from structspec.generation.config import SpecConfig
 from structspec.generation.constraint import Constraint, to_constraint
 from structspec.generation.detokenize import TextAssembler
 from structspec.generation.drafters import ForcedDrafter, ModelDrafter, NgramDrafter
-from structspec.generation.loop import decode
+from structspec.generation.loop import Decoding, decode
 from structspec.generation.prompt import Messages, prompt_ids
 from structspec.generation.sampling import Sampling
+from structspec.generation.sequence import Request, Sequence
 from structspec.generation.stats import Result, Stats
 from structspec.generation.vocab_check import draft_vocabulary
 from structspec.masks.compiled import CompiledGrammar
@@ -105,23 +106,70 @@ class Generator:
         and verifies (same output distribution; token-identical when greedy). Returns a
         :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
         """
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-        sampling = Sampling(temperature, top_k, top_p)
-        parsed, compiled = self.compile(constraint)
-        ids = prompt_ids(self.tokenizer, prompt)
-        rng = torch.Generator()
-        if seed is None:
-            rng.seed()  # non-deterministic, and leaves torch's global generator alone
-        else:
-            rng.manual_seed(seed)
-        chain = self._chain(speculative, sampling, rng)
-        run = _Run(self, parsed, compiled, ids, max_new_tokens, sampling, rng, chain, speculative)
+        request = Request(prompt, constraint, max_new_tokens, temperature, top_p, top_k, seed)
+        run = _Run(self.sequence(request, speculative), CachedModel(self.model, self.vocabulary.size,
+                                                                    trees=self._tree_attention))
         if stream:
             return Stream(run)
         for _ in run.pieces():
             pass
         return run.result
+
+    def generate_batch(
+        self, requests: Iterable[Request], *, speculative: SpecConfig | None = None, max_batch: int = 16
+    ) -> list[Result]:
+        """Generate for every request, decoding up to ``max_batch`` of them at once: one target
+        forward a round for all rows, each row with its own prompt, constraint, sampling and
+        stop (see :class:`~structspec.generation.batch.Batch`). A finished row leaves the batch
+        and the next request takes its place.
+
+        Returns the results in request order. Greedy rows are token for token what
+        :meth:`generate` gives for each request alone. A request that cannot start (a bad
+        constraint or prompt) raises before any decoding, naming its index; like
+        :meth:`generate`, a Pydantic output that does not validate raises, once every row is done.
+        """
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        sequences = []
+        for index, request in enumerate(requests):
+            try:
+                sequences.append(self.sequence(request, speculative))
+            except (ValueError, TypeError) as exc:
+                raise type(exc)(f"requests[{index}]: {exc}") from exc
+        batch = self.batch()
+        waiting = list(reversed(sequences))
+        while waiting or len(batch):
+            while waiting and len(batch) < max_batch:
+                batch.add(waiting.pop())
+            batch.step()
+        for sequence in sequences:
+            if sequence.error is not None:
+                raise sequence.error
+        return [sequence.result for sequence in sequences]
+
+    def batch(self) -> Batch:
+        """An empty :class:`~structspec.generation.batch.Batch` over this generator's models:
+        add sequences (:meth:`sequence`) at any time and :meth:`Batch.step` it."""
+        return Batch(self.model, self.vocabulary, trees=self._tree_attention)
+
+    def sequence(self, request: Request, speculative: SpecConfig | None = None) -> Sequence:
+        """A :class:`~structspec.generation.sequence.Sequence` ready to decode ``request``
+        (its constraint compiled, its prompt encoded); raises ``ValueError`` / ``TypeError``
+        on bad input."""
+        if request.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {request.max_new_tokens}")
+        sampling = Sampling(request.temperature, request.top_k, request.top_p)
+        parsed, compiled = self.compile(request.constraint)
+        ids = prompt_ids(self.tokenizer, request.prompt)
+        rng = torch.Generator()
+        if request.seed is None:
+            rng.seed()  # non-deterministic, and leaves torch's global generator alone
+        else:
+            rng.manual_seed(request.seed)
+        chain = self._chain(speculative, sampling, rng)
+        max_draft = speculative.max_draft if speculative else 0
+        decoding = Decoding(ids, compiled.matcher(), request.max_new_tokens, sampling, rng, chain, max_draft, Stats())
+        return Sequence(decoding, parsed, TextAssembler(self.vocabulary, self.tokenizer))
 
     def _chain(self, config: SpecConfig | None, sampling: Sampling, rng: torch.Generator) -> DraftChain | None:
         if config is None:
@@ -140,42 +188,24 @@ class Generator:
 
 @dataclass
 class _Run:
-    """One generation: the loop plus text assembly, stats and the final value."""
+    """One generation decoded alone, with its own cache of the target."""
 
-    gen: Generator
-    parsed: Constraint
-    compiled: CompiledGrammar
-    ids: list[int]
-    max_new_tokens: int
-    sampling: Sampling
-    rng: torch.Generator
-    chain: DraftChain | None
-    config: SpecConfig | None
-    result: Result | None = None
+    sequence: Sequence
+    target: CachedModel
+
+    @property
+    def result(self) -> Result | None:
+        return self.sequence.result
 
     def pieces(self) -> Iterator[str]:
         """Run the loop, yielding text pieces; sets :attr:`result` at the end."""
-        start = time.perf_counter()
-        stats = Stats()
-        matcher = self.compiled.matcher()
-        text = TextAssembler(self.gen.vocabulary, self.gen.tokenizer)
-        target = CachedModel(self.gen.model, self.gen.vocabulary.size, trees=self.gen._tree_attention)
-        max_draft = self.config.max_draft if self.config else 0
-        generated: list[int] = []
-        steps = decode(target, self.ids, matcher, self.max_new_tokens, self.sampling, self.rng,
-                       self.chain, max_draft, stats)
-        for committed in steps:
-            generated += committed
-            piece = text.add(committed)
+        for committed in decode(self.target, self.sequence.decoding):
+            piece = self.sequence.add(committed)
             if piece:
                 yield piece
-        tail = text.finish()
+        tail = self.sequence.finish()
         if tail:
             yield tail
-        stats.finish(time.perf_counter() - start, stats.stop_reason)
-        complete = stats.stop_reason != "max_new_tokens" or matcher.is_accepting()
-        value = self.parsed.value(text.text) if complete else None
-        self.result = Result(text.text, value, stats, tuple(generated))
 
 
 def _size(model: Any) -> int:
