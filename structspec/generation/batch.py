@@ -8,7 +8,8 @@ at any step and leave when done. A step:
    :class:`~structspec.generation.batch_cache.BatchCache` (the part another row holds already is
    copied, not encoded);
 2. every row drafts (grammar-forced tokens, n-grams, the draft model: the same chain as alone);
-3. **one target forward** over every row's pending token and draft tree, padded to the widest;
+3. **one target forward** over every row's pending token and draft tree, packed into one
+   sequence (see :mod:`~structspec.generation.batch_cache` for the layout);
 4. every row verifies its own rows of logits and keeps the branch it accepted, so rows move on
    by different numbers of tokens;
 5. finished rows leave; the cache is compacted when they do or when holes pile up.
@@ -42,7 +43,9 @@ class Batch:
         self.width = vocabulary.size
         self.trees = trees
         self.cache = BatchCache(model, self.width) if trees else None
-        self.forward = ForwardCost()  # of one step's forward per row, shared by the rows' draft chains
+        # A step's forward per row (its share of the time against the tokens fed per row), shared
+        # by the rows' draft chains: a draft token costs what it adds to the step.
+        self.forward = ForwardCost()
         self.rows: list[Sequence] = []  # in the cache's row order
         self._joining: list[Sequence] = []
         self._alone: list[CachedModel] = []  # per row, without a batch cache
@@ -84,7 +87,8 @@ class Batch:
         start = time.perf_counter()
         logits = self._forward(feeds, drafts)
         seconds = time.perf_counter() - start
-        self.forward.add(max(len(tokens) for tokens, _, _ in feeds), seconds / len(self.rows))
+        fed = sum(len(tokens) for tokens, _, _ in feeds)
+        self.forward.add(fed / len(self.rows), seconds / len(self.rows))  # per row: one row's share
         done = []
         for index, (row, draft, feed, rows) in enumerate(zip(self.rows, drafts, feeds, logits, strict=True)):
             row.decoding.stats.seconds["target"] += seconds

@@ -1,18 +1,25 @@
-"""The KV cache of a batch of sequences of different lengths, each at its own positions.
+"""The KV cache of a batch of sequences: one packed sequence of slots, each row seeing its own.
 
-Layout: every layer holds keys and values ``[rows, heads, slots, dim]``. A row's cached tokens
-sit in some of the slots (``slots[row]``, in sequence order); the other slots are holes that
-its attention mask leaves out. A forward appends the same number of slots to every row -- the
-widest row's feed -- and gives each fed token its own position (the row's length plus its
-depth in the row's draft tree) and its own mask row: the row's live slots, and its ancestors
-in the feed. Afterwards each row keeps the slots of the tokens it accepted, wherever they lie
-in its tree, and the rest become holes: nothing moves. When holes pile up, or rows leave, the
-cache is compacted once for all rows: each kept row's live slots gathered to the front, in order.
+Layout: every layer holds keys and values ``[1, heads, slots, dim]``, the entries of every row
+side by side. A row's cached tokens are a list of slots (``slots[row]``, in sequence order), and
+``visible[row]`` marks them. A step feeds every row's tokens one after the other as a single
+sequence (no padding) and gives each fed token its row's position for it (the row's length plus
+its depth in the row's draft tree) and its own mask row: the slots its row sees, and its
+ancestors among its row's fed tokens. Afterwards each row keeps the slots of the tokens it
+accepted, wherever they lie in its tree; the rest are holes no row sees. Nothing moves: a
+row that leaves only stops seeing its slots. When holes are more than half of the slots, the
+cache is compacted once for all rows (the live slots gathered to the front, in order).
 
-Why not left padding: rows accept different numbers of draft tokens each round, and a row's
-accepted branch may lie off its draft's main line, so a left-aligned layout would shift every
-row's entries every round. Keys carry their rotary position already, so where a slot lies
-does not matter to attention: only the mask and the positions fed do.
+Rows that share a prompt prefix share its slots: a joining row's prompt is encoded after the
+longest prefix any row holds, which it sees in place, so prompts with the same instructions
+and schema pay for them once, in compute and in memory.
+
+Why packed rather than padded: rows draft different numbers of tokens each round (a long
+forced run in one row, nothing in the next), and padding every row to the widest feed made a
+step cost several times the compute of the tokens actually fed; a CPU pays for every padded
+position. Packed, a step costs the tokens fed plus attention over the slots. Keys carry their
+rotary position already, so where a slot lies does not matter to attention: only the mask and
+the positions fed do.
 
 Needs what a draft tree needs (:func:`~structspec.generation.cache.tree_attention`): attention
 that takes a 4-D mask and explicit positions, and plain growing cache layers.
@@ -31,7 +38,7 @@ tokens; parents come first), and how many logits rows it needs (those of its las
 
 
 class BatchCache:
-    """Rows of cached tokens in one KV cache; see the module docstring for the layout.
+    """Rows of cached tokens in one packed KV cache; see the module docstring for the layout.
 
     :meth:`add` appends rows, :meth:`logits` runs one forward over every row, :meth:`keep` says
     which fed tokens each row keeps, :meth:`retain` drops rows."""
@@ -41,30 +48,48 @@ class BatchCache:
         self.width = width
         self.device = next(model.parameters()).device
         self.cache = self._empty()
-        self.valid = torch.zeros(0, 0, dtype=torch.bool, device=self.device)  # [rows, slots]: live entries
         self.slots: list[list[int]] = []  # each row's slots, in sequence order
         self.tokens: list[list[int]] = []  # each row's cached tokens
+        self.visible = torch.zeros(0, 0, dtype=torch.bool, device=self.device)  # [rows, slots]
         self._cache_arg = "cache" if _takes(type(model), "cache") else "past_key_values"
         self._additive_mask = getattr(_text_config(model), "_attn_implementation", None) == "eager"
-        self._fed: list[list[int]] = []  # the last forward's feeds
-        self._offset = 0  # slots before the last forward
+        self._fed: list[tuple[int, list[int]]] = []  # the last forward's first slot and tokens, per row
+        self.slack = 64  # holes tolerated beyond the live slots before compacting
 
     def __len__(self) -> int:
         return len(self.slots)
 
     @property
     def size(self) -> int:
-        """Slots per row, live or not."""
-        return int(self.valid.shape[1])
+        """Slots in the cache, live or holes."""
+        return int(self.visible.shape[1])
 
     def add(self, prefixes: list[list[int]]) -> None:
         """Append one row per prefix, holding its tokens. The longest prefix that a row already
-        holds (or a row added in the same call) is copied rather than encoded again: prompts
-        that share their instructions and schema pay for them once."""
-        encoded: list[tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]] | None]] = []
-        for prefix in prefixes:
-            encoded.append((list(prefix), self._encode(prefix, encoded)))
-        self._append(encoded)
+        holds (or a row added in the same call) is shared, not encoded again."""
+        fresh: list[list[tuple[torch.Tensor, torch.Tensor]]] = []  # new entries, per row that has some
+        start = following = self.size  # the first slot of the new entries, the next free one
+        for prefix in map(list, prefixes):
+            shared, source = 0, -1
+            for row, tokens in enumerate(self.tokens):
+                n = common_prefix(tokens, prefix, len(prefix))
+                if n > shared:
+                    shared, source = n, row
+            slots = self.slots[source][:shared] if shared else []
+            if shared < len(prefix):
+                fresh.append(self._encode(prefix[shared:], self._entries(slots, start, fresh), shared))
+            self.slots.append(slots + list(range(following, following + len(prefix) - shared)))
+            self.tokens.append(prefix)
+            following += len(prefix) - shared
+        for index, layer in enumerate(self.cache.layers if fresh else ()):
+            parts = [entries[index] for entries in fresh]
+            if layer.is_initialized and layer.keys.numel():
+                parts.insert(0, (layer.keys, layer.values))
+            keys, values = torch.cat([k for k, _ in parts], dim=2), torch.cat([v for _, v in parts], dim=2)
+            if not layer.is_initialized:
+                layer.lazy_initialization(keys, values)
+            layer.keys, layer.values = keys, values
+        self._see(following)
 
     def logits(self, feeds: list[Feed]) -> list[torch.Tensor]:
         """One forward over every row (``feeds[i]`` for row ``i``, at least one token each);
@@ -72,156 +97,128 @@ class BatchCache:
         tokens. Each token attends to its row's cached tokens and its ancestors in the feed,
         at the position of the row's length plus its depth. Call :meth:`keep` for every row
         before the next forward."""
-        rows, size = len(self.slots), self.size
-        if len(feeds) != rows:
-            raise ValueError(f"{len(feeds)} feeds for {rows} rows")
-        fed = max(len(tokens) for tokens, _, _ in feeds)
-        ids = np.zeros((rows, fed), dtype=np.int64)
-        positions = np.zeros((rows, fed), dtype=np.int64)
-        seen = np.broadcast_to(np.eye(fed, dtype=np.bool_), (rows, fed, fed)).copy()  # pads see themselves
+        if len(feeds) != len(self.slots):
+            raise ValueError(f"{len(feeds)} feeds for {len(self.slots)} rows")
+        size = self.size
+        total = sum(len(tokens) for tokens, _, _ in feeds)
+        ids = np.zeros(total, dtype=np.int64)
+        positions = np.zeros(total, dtype=np.int64)
+        seen = np.zeros((total, total), dtype=np.bool_)
+        owner = np.zeros(total, dtype=np.int64)
+        self._fed, at = [], 0
         for row, (tokens, parents, _) in enumerate(feeds):
-            n, base = len(tokens), len(self.slots[row])
-            ids[row, :n] = tokens
-            positions[row, :] = base
-            positions[row, :n] += _ancestry(parents, seen[row])
-        allowed = torch.cat(
-            [self.valid[:, None, :].expand(rows, fed, size), torch.from_numpy(seen).to(self.device)], dim=2
-        )
+            n = len(tokens)
+            ids[at : at + n] = tokens
+            positions[at : at + n] = len(self.slots[row]) + _ancestry(parents, seen[at : at + n, at : at + n])
+            owner[at : at + n] = row
+            self._fed.append((size + at, tokens))
+            at += n
+        owners = torch.from_numpy(owner).to(self.device)
+        allowed = torch.cat([self.visible.index_select(0, owners), torch.from_numpy(seen).to(self.device)], dim=1)
         with torch.no_grad():
             out = self.model(
-                input_ids=torch.from_numpy(ids).to(self.device),
+                input_ids=torch.from_numpy(ids).to(self.device)[None],
                 attention_mask=self._mask(allowed),
-                position_ids=torch.from_numpy(positions).to(self.device),
+                position_ids=torch.from_numpy(positions).to(self.device)[None],
                 use_cache=True,
                 **{self._cache_arg: self.cache},
             )
-        self.valid = torch.cat([self.valid, torch.zeros(rows, fed, dtype=torch.bool, device=self.device)], dim=1)
-        self._offset, self._fed = size, [tokens for tokens, _, _ in feeds]
-        row_index = [row for row, (tokens, _, n_out) in enumerate(feeds) for _ in range(n_out)]
-        column = [i for tokens, _, n_out in feeds for i in range(len(tokens) - n_out, len(tokens))]
-        flat = vocabulary_rows(out.logits[row_index, column], self.width)
+        self._see(size + total)
+        wanted = [first - size + i for (first, tokens), (_, _, n_out) in zip(self._fed, feeds, strict=True)
+                  for i in range(len(tokens) - n_out, len(tokens))]
+        flat = vocabulary_rows(out.logits[0, wanted], self.width)
         return list(flat.split([n_out for _, _, n_out in feeds]))
 
     def keep(self, row: int, kept: list[int]) -> None:
         """After :meth:`logits`: ``row`` keeps the fed tokens ``kept`` (indices into its feed, in
         sequence order: a path from the feed's root); its other fed tokens become holes."""
-        fed = self._fed[row]
-        columns = [self._offset + i for i in kept]
+        first, fed = self._fed[row]
+        columns = [first + i for i in kept]
         self.slots[row] += columns
         self.tokens[row] += [fed[i] for i in kept]
         if columns:
-            self.valid[row, columns] = True
+            self.visible[row, columns] = True
 
-    def retain(self, rows: list[int] | None = None) -> None:
-        """Keep only ``rows`` (all when None), in that order, and compact the slots: each row's
-        live entries gathered to the front, in sequence order."""
-        rows = list(range(len(self.slots))) if rows is None else rows
-        lengths = [len(self.slots[row]) for row in rows]
-        longest = max(lengths, default=0)
-        index = torch.zeros(len(rows), longest, dtype=torch.long)
-        for i, row in enumerate(rows):
-            index[i, : lengths[i]] = torch.tensor(self.slots[row], dtype=torch.long)
-        index = index.to(self.device)
-        picked = torch.tensor(rows, dtype=torch.long, device=self.device)
-        if not rows:
-            self.cache = self._empty()
-        for layer in self.cache.layers if rows else ():
-            if layer.is_initialized and layer.keys.numel():
-                gather = index[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
-                layer.keys = layer.keys.index_select(0, picked).gather(2, gather)
-                layer.values = layer.values.index_select(0, picked).gather(2, gather)
-        self.valid = torch.arange(longest, device=self.device)[None, :] < torch.tensor(lengths, device=self.device)[
-            :, None
-        ] if rows else torch.zeros(0, 0, dtype=torch.bool, device=self.device)
-        self.slots = [list(range(n)) for n in lengths]
+    def retain(self, rows: list[int]) -> None:
+        """Keep only ``rows``, in that order (their slots stay where they are)."""
+        self.slots = [self.slots[row] for row in rows]
         self.tokens = [self.tokens[row] for row in rows]
+        self.visible = self.visible[torch.tensor(rows, dtype=torch.long, device=self.device)]
+        self.tidy()
 
     def tidy(self) -> None:
-        """Compact when holes take more than half the slots (and more than a few)."""
-        longest = max((len(slots) for slots in self.slots), default=0)
-        if self.size > 2 * longest + 64:
-            self.retain()
+        """Compact the cache when holes outnumber the live slots (by more than :attr:`slack`):
+        the live slots, in order, gathered to the front of every layer."""
+        live = sorted({slot for slots in self.slots for slot in slots})
+        if self.size <= 2 * len(live) + self.slack:
+            return
+        if not live:
+            self.cache = self._empty()
+        else:
+            index = torch.tensor(live, dtype=torch.long, device=self.device)
+            for layer in self.cache.layers:
+                if layer.is_initialized and layer.keys.numel():
+                    layer.keys = layer.keys.index_select(2, index)
+                    layer.values = layer.values.index_select(2, index)
+        moved = {slot: i for i, slot in enumerate(live)}
+        self.slots = [[moved[slot] for slot in slots] for slots in self.slots]
+        self.visible = torch.zeros(0, 0, dtype=torch.bool, device=self.device)
+        self._see(len(live))
+
+    def _see(self, size: int) -> None:
+        """Grow :attr:`visible` to ``size`` slots and mark every row's slots (new rows included)."""
+        grown = torch.zeros(len(self.slots), size, dtype=torch.bool, device=self.device)
+        old = self.visible
+        grown[: old.shape[0], : old.shape[1]] = old
+        for row in range(old.shape[0], len(self.slots)):
+            if self.slots[row]:
+                grown[row, self.slots[row]] = True
+        self.visible = grown
 
     def _empty(self):
         from transformers import DynamicCache
 
         return DynamicCache(config=self.model.config)
 
-    def _encode(self, prefix: list[int], encoded: list) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
-        """Keys and values ``[1, heads, len(prefix), dim]`` per layer of ``prefix`` (None when
-        empty): the longest part some row already holds is copied, the rest encoded."""
-        if not prefix:
-            return None
-        shared, source = 0, None
-        for row, tokens in enumerate(self.tokens):
-            n = common_prefix(tokens, prefix, len(prefix))
-            if n > shared:
-                shared, source = n, ("row", row)
-        for i, (tokens, entries) in enumerate(encoded):
-            n = common_prefix(tokens, prefix, len(prefix)) if entries is not None else 0
-            if n > shared:
-                shared, source = n, ("new", i)
-        single = self._empty()
-        if source is not None:
-            for layer, (keys, values) in enumerate(self._entries(source, shared, encoded)):
-                single.update(keys, values, layer)
-        if shared < len(prefix):
-            with torch.no_grad():
-                self.model(
-                    input_ids=torch.tensor([prefix[shared:]], device=self.device),
-                    use_cache=True,
-                    logits_to_keep=1,
-                    **{self._cache_arg: single},
-                )
-        return [(layer.keys, layer.values) for layer in single.layers]
-
-    def _entries(self, source: tuple[str, int], n: int, encoded: list) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The first ``n`` tokens' keys and values of a batch row or of a row being added."""
-        kind, at = source
-        if kind == "new":
-            return [(keys[:, :, :n], values[:, :, :n]) for keys, values in encoded[at][1]]
-        index = torch.tensor(self.slots[at][:n], dtype=torch.long, device=self.device)
-        return [
-            (layer.keys[at : at + 1].index_select(2, index), layer.values[at : at + 1].index_select(2, index))
-            for layer in self.cache.layers
-        ]
-
-    def _append(self, encoded: list) -> None:
-        """Add rows whose entries were encoded alone: every tensor padded to the longest, then
-        concatenated along the batch."""
-        if not encoded:
-            return
-        size = max([self.size, *(len(tokens) for tokens, _ in encoded)])
-        template = next((entries for _, entries in encoded if entries is not None), None)
+    def _entries(self, slots: list[int], start: int, fresh: list) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Keys and values ``[1, heads, len(slots), dim]`` per layer of ``slots``, in sequence
+        order: slots below ``start`` are in the cache, the others among the entries of rows
+        being added (``fresh``); a row's cached slots come before its new ones."""
+        if not slots:
+            return []
+        old = torch.tensor([slot for slot in slots if slot < start], dtype=torch.long, device=self.device)
+        new = torch.tensor([slot - start for slot in slots if slot >= start], dtype=torch.long, device=self.device)
+        layers = []
         for index, layer in enumerate(self.cache.layers):
-            old = (layer.keys, layer.values) if layer.is_initialized and layer.keys.numel() else None
-            like = old if old is not None else (template[index] if template is not None else None)
-            if like is None:
-                continue  # nothing cached anywhere yet
-            parts: list[tuple[torch.Tensor, torch.Tensor]] = []
-            if old is not None:
-                parts.append(old)
-            elif len(self.slots):
-                parts.append(tuple(_blank(t, len(self.slots), 0) for t in like))
-            for _, entries in encoded:
-                parts.append(entries[index] if entries is not None else tuple(_blank(t, 1, 0) for t in like))
-            keys = torch.cat([_pad(k, size) for k, _ in parts], dim=0)
-            values = torch.cat([_pad(v, size) for _, v in parts], dim=0)
-            if not layer.is_initialized:
-                layer.lazy_initialization(keys, values)
-            layer.keys, layer.values = keys, values
-        lengths = torch.tensor([len(tokens) for tokens, _ in encoded], device=self.device)
-        new_valid = torch.arange(size, device=self.device)[None, :] < lengths[:, None]
-        old_valid = torch.nn.functional.pad(self.valid, (0, size - self.size))
-        self.valid = torch.cat([old_valid, new_valid], dim=0)
-        for tokens, _ in encoded:
-            self.slots.append(list(range(len(tokens))))
-            self.tokens.append(tokens)
+            parts = []
+            if len(old):
+                parts.append((layer.keys.index_select(2, old), layer.values.index_select(2, old)))
+            if len(new):
+                keys = torch.cat([entries[index][0] for entries in fresh], dim=2)
+                values = torch.cat([entries[index][1] for entries in fresh], dim=2)
+                parts.append((keys.index_select(2, new), values.index_select(2, new)))
+            layers.append((torch.cat([k for k, _ in parts], dim=2), torch.cat([v for _, v in parts], dim=2)))
+        return layers
+
+    def _encode(self, tokens: list[int], past: list, offset: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Keys and values per layer of ``tokens`` following ``past`` (the entries of the
+        ``offset`` tokens before them, or None)."""
+        single = self._empty()
+        for index, (keys, values) in enumerate(past):
+            single.update(keys, values, index)
+        with torch.no_grad():
+            self.model(
+                input_ids=torch.tensor([tokens], device=self.device),
+                use_cache=True,
+                logits_to_keep=1,
+                **{self._cache_arg: single},
+            )
+        return [(layer.keys[:, :, offset:], layer.values[:, :, offset:]) for layer in single.layers]
 
     def _mask(self, allowed: torch.Tensor) -> torch.Tensor:
-        """``allowed`` ``[rows, queries, keys]`` as the 4-D mask the attention takes: boolean
-        for SDPA, additive for eager attention."""
-        allowed = allowed[:, None]
+        """``allowed`` ``[queries, keys]`` as the 4-D mask the attention takes: boolean for SDPA,
+        additive for eager attention."""
+        allowed = allowed[None, None]
         if not self._additive_mask:
             return allowed
         dtype = next(self.model.parameters()).dtype
@@ -229,27 +226,16 @@ class BatchCache:
 
 
 def _ancestry(parents: list[int], seen: np.ndarray) -> np.ndarray:
-    """Fill ``seen[i, j]`` (node ``i`` attends to node ``j``) for a feed whose node ``i`` follows
-    ``parents[i]``; returns each node's depth."""
+    """Fill ``seen[i, j]`` (fed token ``i`` attends to fed token ``j``) for a feed whose token
+    ``i`` follows ``parents[i]``; returns each token's depth."""
     n = len(parents)
     if all(parent == i - 1 for i, parent in enumerate(parents)):
-        seen[:n, :n] = np.tri(n, dtype=np.bool_)
+        seen[:, :] = np.tri(n, dtype=np.bool_)
         return np.arange(n)
     depth = np.zeros(n, dtype=np.int64)
     for i, parent in enumerate(parents):
         if parent >= 0:
-            seen[i, :n] = seen[parent, :n]
+            seen[i] = seen[parent]
             depth[i] = depth[parent] + 1
         seen[i, i] = True
     return depth
-
-
-def _blank(like: torch.Tensor, rows: int, slots: int) -> torch.Tensor:
-    """Zeros shaped like ``like`` but with ``rows`` rows and ``slots`` slots."""
-    return like.new_zeros((rows, like.shape[1], slots, like.shape[3]))
-
-
-def _pad(tensor: torch.Tensor, size: int) -> torch.Tensor:
-    """``tensor`` with holes appended along the slots up to ``size``."""
-    missing = size - tensor.shape[2]
-    return tensor if not missing else torch.cat([tensor, _blank(tensor, tensor.shape[0], missing)], dim=2)
