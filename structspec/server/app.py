@@ -1,8 +1,9 @@
 """The FastAPI application: OpenAI-compatible chat completions, extraction, models and health.
 
 Handlers validate and convert the request on the event loop (grammar conversion runs in the
-thread pool, cached by :class:`ConstraintCache`), then hand generation to the single
-:class:`GenerationWorker`; see :mod:`structspec.server.worker` for the concurrency design.
+thread pool, cached by :class:`ConstraintCache`), then hand generation to the
+:class:`GenerationWorker`, whose one thread decodes a batch of requests together; see
+:mod:`structspec.server.worker` for the concurrency design.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
     """The server application for one loaded model."""
     limits = limits or Limits()
     cache = ConstraintCache(limits)
-    worker = GenerationWorker(limits.max_queue)
+    worker = GenerationWorker(engine.batch, limits.max_queue, limits.max_batch)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -54,6 +55,7 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
             "status": "ok",
             "model": engine.model_id,
             "queued": worker.active,
+            "batch": worker.rows,
             "cancelled": worker.cancelled,
             "grammar_cache": {"size": len(cache), "hits": cache.hits, "misses": cache.misses},
         }

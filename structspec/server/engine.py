@@ -7,7 +7,6 @@ its thread: it yields text pieces as they are decoded, then one :class:`Completi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,38 +76,13 @@ class Engine:
 
         return extraction_messages(text, schema, instructions)
 
-    def job(
-        self, messages: list[dict[str, str]], grammar: Grammar | None, sampling: Sampling
-    ) -> Callable[[], Iterator[str | Completion]]:
-        """A function that decodes ``messages`` under ``grammar`` (free text when None)."""
+    def job(self, messages: list[dict[str, str]], grammar: Grammar | None, sampling: Sampling) -> Job:
+        """A request to decode ``messages`` under ``grammar`` (free text when None)."""
+        return Job(messages, grammar or self._free_text, sampling)
 
-        def run() -> Iterator[str | Completion]:
-            from structspec.generation.prompt import prompt_ids
-
-            prompt_tokens = len(prompt_ids(self.generator.tokenizer, messages))
-            self._check_context(prompt_tokens, sampling.max_tokens)
-            stream = self.generator.generate(
-                messages,
-                grammar or self._free_text,
-                max_new_tokens=sampling.max_tokens,
-                temperature=sampling.temperature,
-                top_p=sampling.top_p,
-                top_k=sampling.top_k,
-                seed=sampling.seed,
-                speculative=self.speculative,
-                stream=True,
-            )
-            yield from stream  # closing this generator closes the stream, which stops decoding
-            stats = stream.result.stats
-            yield Completion(
-                text=stream.result.text,
-                finish_reason="length" if stats.stop_reason == "max_new_tokens" else "stop",
-                prompt_tokens=prompt_tokens,
-                completion_tokens=stats.tokens,
-                stats=stats.to_dict(),
-            )
-
-        return run
+    def batch(self) -> EngineBatch:
+        """An empty batch over this engine's model (for the worker thread only)."""
+        return EngineBatch(self)
 
     def _check_context(self, prompt_tokens: int, max_tokens: int) -> None:
         context = getattr(getattr(self.generator.model, "config", None), "max_position_embeddings", None)
@@ -119,3 +93,63 @@ class Engine:
                 param="messages",
                 code="context_length_exceeded",
             )
+
+
+@dataclass(frozen=True)
+class Job:
+    """One request's generation, as the worker hands it to :meth:`EngineBatch.join`."""
+
+    messages: list[dict[str, str]]
+    grammar: Grammar
+    sampling: Sampling
+
+
+class EngineBatch:
+    """The engine's rows in one :class:`structspec.generation.batch.Batch` (a
+    :class:`~structspec.server.worker.Stepper`): text pieces as rows decode, a
+    :class:`Completion` when one is done."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.batch = engine.generator.batch()
+        self._rows: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def join(self, job: Job) -> Any:
+        """Start ``job`` at the next step; raises an :class:`APIError` for a prompt that does not fit."""
+        from structspec.generation.sequence import Request
+
+        sampling = job.sampling
+        request = Request(job.messages, job.grammar, sampling.max_tokens, sampling.temperature, sampling.top_p,
+                          sampling.top_k, sampling.seed)
+        sequence = self.engine.generator.sequence(request, self.engine.speculative)
+        self.engine._check_context(sequence.prompt_tokens, sampling.max_tokens)
+        self.batch.add(sequence)
+        self._rows.append(sequence)
+        return sequence
+
+    def step(self) -> list[tuple[Any, Any, bool]]:
+        """One round for every row; finished rows end with their :class:`Completion` (or error)."""
+        events: list[tuple[Any, Any, bool]] = [(row, piece, False) for row, piece in self.batch.step()]
+        for row in [row for row in self._rows if row.result is not None or row.error is not None]:
+            self._rows.remove(row)
+            events.append((row, row.error or _completion(row), True))
+        return events
+
+    def cancel(self, handle: Any) -> None:
+        """Drop a row now."""
+        self.batch.cancel(handle)
+        self._rows.remove(handle)
+
+
+def _completion(sequence: Any) -> Completion:
+    stats = sequence.result.stats
+    return Completion(
+        text=sequence.result.text,
+        finish_reason="length" if stats.stop_reason == "max_new_tokens" else "stop",
+        prompt_tokens=sequence.prompt_tokens,
+        completion_tokens=stats.tokens,
+        stats=stats.to_dict(),
+    )

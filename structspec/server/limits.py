@@ -21,6 +21,7 @@ class Limits:
         max_tokens: most tokens one request may ask for.
         default_max_tokens: tokens generated when a request does not say.
         max_queue: most requests waiting for (or holding) the model at once (HTTP 503 beyond).
+        max_batch: most requests decoded together, one target forward a step for all of them.
         cache_size: compiled grammars kept (least recently used dropped first).
     """
 
@@ -31,6 +32,7 @@ class Limits:
     max_tokens: int = 2048
     default_max_tokens: int = 512
     max_queue: int = 32
+    max_batch: int = 8
     cache_size: int = 64
 
     def __post_init__(self) -> None:

@@ -275,65 +275,91 @@ def test_disconnect_while_waiting_cancels_the_job(server: str, http: httpx.Clien
     assert wait_until_idle(http)["cancelled"] == before + 1
 
 
-def test_worker_runs_one_job_at_a_time_and_refuses_past_the_queue_limit() -> None:
+class FakeBatch:
+    """A stepper whose rows are ``(name, items)`` jobs producing one item a step; the first step
+    waits for ``release``; ``log`` holds each step's rows."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+        self.rows: dict[str, list[int]] = {}
+        self.log: list[list[str]] = []
+        self.cancelled: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def join(self, job: tuple[str, int]) -> str:
+        name, items = job
+        if items < 0:
+            raise ValueError(f"{name}: bad job")
+        self.rows[name] = [0, items]
+        return name
+
+    def step(self) -> list[tuple[str, Any, bool]]:
+        self.release.wait()
+        self.log.append(sorted(self.rows))
+        events = []
+        for name, row in list(self.rows.items()):
+            row[0] += 1
+            last = row[0] == row[1]
+            events.append((name, f"{name}{row[0]}", last))
+            if last:
+                del self.rows[name]
+        return events
+
+    def cancel(self, name: str) -> None:
+        self.cancelled.append(name)
+        del self.rows[name]
+
+
+def test_requests_join_the_running_batch_and_the_queue_limit_holds() -> None:
     from structspec.server.errors import APIError
     from structspec.server.worker import GenerationWorker
 
     release = threading.Event()
-    log: list[str] = []
+    fake = FakeBatch(release)
 
-    def job(name: str) -> Any:
-        def run() -> Iterator[str]:
-            log.append(f"start {name}")
-            release.wait()
-            yield name
-            log.append(f"end {name}")
-
-        return run
-
-    async def scenario() -> list[list[str]]:
-        worker = GenerationWorker(max_queue=2)
-        first, second = worker.submit(job("a")), worker.submit(job("b"))
+    async def scenario() -> list[Any]:
+        worker = GenerationWorker(lambda: fake, max_queue=4, max_batch=2)
+        streams = [worker.submit(job) for job in [("a", 3), ("b", 1), ("c", 2), ("d", -1)]]
         with pytest.raises(APIError) as caught:
-            worker.submit(job("c"))
+            worker.submit(("e", 1))
         assert caught.value.status == 503 and caught.value.code == "queue_full"
         release.set()
-        results = [[item async for item in first], [item async for item in second]]
+        results = []
+        for stream in streams:
+            try:
+                results.append([item async for item in stream])
+            except ValueError as exc:
+                results.append(str(exc))
+        assert worker.active == 0
         worker.close()
         return results
 
-    assert asyncio.run(scenario()) == [["a"], ["b"]]
-    assert log == ["start a", "end a", "start b", "end b"]
+    assert asyncio.run(scenario()) == [["a1", "a2", "a3"], ["b1"], ["c1", "c2"], "d: bad job"]
+    assert all(len(rows) <= 2 for rows in fake.log)
+    assert ["a", "b"] in fake.log and ["a", "c"] in fake.log  # joined while "a" was decoding
 
 
-def test_worker_closes_the_job_when_its_consumer_leaves() -> None:
+def test_worker_drops_the_row_when_its_consumer_leaves() -> None:
     from structspec.server.worker import GenerationWorker
 
-    closed, resume = threading.Event(), threading.Event()
-    produced: list[int] = []
-
-    def run() -> Iterator[int]:
-        try:
-            for step in range(1000):
-                produced.append(step)
-                yield step
-                resume.wait()  # the next step starts only after the consumer has left
-        finally:
-            closed.set()
+    release = threading.Event()
+    release.set()
+    fake = FakeBatch(release)
 
     async def scenario() -> GenerationWorker:
-        worker = GenerationWorker(max_queue=1)
-        items = worker.submit(run)
-        assert await anext(items) == 0
+        worker = GenerationWorker(lambda: fake, max_queue=2, max_batch=2)
+        items = worker.submit(("long", 10**9))
+        assert await anext(items) == "long1"
         await items.aclose()
-        resume.set()
         while worker.active:
             await asyncio.sleep(0.01)
         worker.close()
         return worker
 
     worker = asyncio.run(scenario())
-    assert closed.is_set() and worker.cancelled == 1 and produced == [0, 1]
+    assert worker.cancelled == 1 and fake.cancelled == ["long"] and not fake.rows
 
 
 def test_unexpected_errors_are_a_bare_500() -> None:
@@ -343,7 +369,10 @@ def test_unexpected_errors_are_a_bare_500() -> None:
     class Broken:
         tokenizer = tokenizer("stories260K")
 
-        def generate(self, *args: Any, **kwargs: Any) -> Any:
+        def batch(self) -> Any:
+            return None
+
+        def sequence(self, *args: Any, **kwargs: Any) -> Any:
             raise RuntimeError("secret internals")
 
     app = create_app(Engine(Broken(), "broken"))
