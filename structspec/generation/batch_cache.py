@@ -27,10 +27,12 @@ that takes a 4-D mask and explicit positions, and plain growing cache layers.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
-from structspec.generation.cache import _takes, _text_config, common_prefix, vocabulary_rows
+from structspec.generation.cache import _takes, common_prefix, vocabulary_rows
 
 Feed = tuple[list[int], list[int], int]
 """A row's part of a forward: tokens, each token's parent in the feed (-1: the row's cached
@@ -52,7 +54,6 @@ class BatchCache:
         self.tokens: list[list[int]] = []  # each row's cached tokens
         self.visible = torch.zeros(0, 0, dtype=torch.bool, device=self.device)  # [rows, slots]
         self._cache_arg = "cache" if _takes(type(model), "cache") else "past_key_values"
-        self._additive_mask = getattr(_text_config(model), "_attn_implementation", None) == "eager"
         self._fed: list[tuple[int, list[int]]] = []  # the last forward's first slot and tokens, per row
         self.slack = 64  # holes tolerated beyond the live slots before compacting
 
@@ -176,9 +177,12 @@ class BatchCache:
         self.visible = grown
 
     def _empty(self):
+        """A cache whose layers write new entries into room kept for them (see :func:`_growing_layer`)."""
         from transformers import DynamicCache
 
-        return DynamicCache(config=self.model.config)
+        cache = DynamicCache(config=self.model.config)
+        cache.layers = [_growing_layer()() for _ in cache.layers]
+        return cache
 
     def _entries(self, slots: list[int], start: int, fresh: list) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Keys and values ``[1, heads, len(slots), dim]`` per layer of ``slots``, in sequence
@@ -216,13 +220,11 @@ class BatchCache:
         return [(layer.keys[:, :, offset:], layer.values[:, :, offset:]) for layer in single.layers]
 
     def _mask(self, allowed: torch.Tensor) -> torch.Tensor:
-        """``allowed`` ``[queries, keys]`` as the 4-D mask the attention takes: boolean for SDPA,
-        additive for eager attention."""
-        allowed = allowed[None, None]
-        if not self._additive_mask:
-            return allowed
+        """``allowed`` ``[queries, keys]`` as the 4-D additive mask the attention takes (SDPA
+        and eager both do; SDPA runs faster with it than with a boolean one on the CPU)."""
         dtype = next(self.model.parameters()).dtype
-        return torch.zeros(allowed.shape, dtype=dtype, device=self.device).masked_fill(~allowed, torch.finfo(dtype).min)
+        blocked = torch.zeros(allowed.shape, dtype=dtype, device=self.device)
+        return blocked.masked_fill_(~allowed, torch.finfo(dtype).min)[None, None]
 
 
 def _ancestry(parents: list[int], seen: np.ndarray) -> np.ndarray:
@@ -239,3 +241,34 @@ def _ancestry(parents: list[int], seen: np.ndarray) -> np.ndarray:
             depth[i] = depth[parent] + 1
         seen[i, i] = True
     return depth
+
+
+@functools.cache
+def _growing_layer() -> type:
+    """A plain cache layer whose keys and values sit at the front of buffers with room to grow:
+    a forward writes its entries in place rather than copying the whole layer into a new tensor
+    (what ``DynamicLayer.update`` does), and the room doubles when it runs out. Keys and values
+    handed to attention are views of the buffers; a layer given new tensors (compaction) takes
+    them as its buffers at the next update. (A class made on first use: transformers is
+    imported only when a model is.)"""
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            have, add = (self.keys.shape[-2] if self.keys.dim() == 4 else 0), key_states.shape[-2]
+            buffers = getattr(self, "_buffers", None)
+            if buffers is None or buffers[0].data_ptr() != self.keys.data_ptr() or have + add > buffers[0].shape[-2]:
+                room = max(2 * (have + add), 256)
+                buffers = tuple(t.new_empty((*t.shape[:-2], room, t.shape[-1])) for t in (key_states, value_states))
+                if have:
+                    buffers[0][..., :have, :] = self.keys
+                    buffers[1][..., :have, :] = self.values
+                self._buffers = buffers
+            buffers[0][..., have : have + add, :] = key_states
+            buffers[1][..., have : have + add, :] = value_states
+            self.keys, self.values = buffers[0][..., : have + add, :], buffers[1][..., : have + add, :]
+            return self.keys, self.values
+
+    return GrowingLayer
