@@ -27,12 +27,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from make_extraction_corpus import DOMAINS, generate  # noqa: E402
+from make_extraction_corpus import DOMAINS, generate
 
-from structspec.generation import Generator, SpecConfig  # noqa: E402
-from structspec.generation.sequence import Request  # noqa: E402
-from structspec.models import load  # noqa: E402
-from structspec.models.prompt import extraction_messages  # noqa: E402
+from structspec.generation import Generator, SpecConfig
+from structspec.generation.sequence import Request
+from structspec.models import load
+from structspec.models.prompt import extraction_messages
 
 
 def shared_schema(domain: str) -> dict[str, Any]:
@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                          "ratio": sequential / batched, "identical": same})
     print(f"{args.prompts} prompts, {args.repeats} cycles, max {args.max_new_tokens} new tokens, "
           f"{args.threads} torch thread(s), device {args.device}")
-    print("| workload | method | tokens | sequential tok/s | batched tok/s | batched / sequential (paired) | identical |")
+    print("| workload | method | tokens | sequential tok/s | batched tok/s | batched / sequential (paired) "
+          "| identical |")
     print("|---|---|---:|---:|---:|---:|---|")
     report = []
     for (load_name, method), cycles in runs.items():

@@ -123,7 +123,10 @@ class Batch:
             if tail:
                 events.append((sequence, tail))
         if self.cache is not None:
+            start = time.perf_counter()
             self.cache.add([sequence.decoding.sequence[:-1] for sequence in ready])
+            for sequence in ready:  # the prompt's forward, shared by the rows joining together
+                sequence.decoding.stats.seconds["target"] += time.perf_counter() - start
         else:
             self._alone += [CachedModel(self.model, self.width) for _ in ready]
         self.rows += ready

@@ -70,6 +70,8 @@ class Generator:
         self._compiled: OrderedDict[Any, tuple[Constraint, CompiledGrammar]] = OrderedDict()
         self._cache_size = cache_size
         self._tree_attention = tree_attention(self.model)
+        # A draft-model token's cost in target forwards until measured: the models' size ratio.
+        self._draft_price = _size(draft_model) / _size(model) if draft_model is not None else 0.0
 
     def compile(self, constraint: Any) -> tuple[Constraint, CompiledGrammar]:
         """The constraint read as a grammar and compiled for this vocabulary (cached)."""
@@ -182,7 +184,7 @@ class Generator:
                 drafters.append(NgramDrafter(config.ngram_max, config.ngram_min))
             else:
                 runner = CachedModel(self.draft_model, self.vocabulary.size)
-                drafters.append(ModelDrafter(runner, sampling, rng, _size(self.draft_model) / _size(self.model)))
+                drafters.append(ModelDrafter(runner, sampling, rng, self._draft_price))
         return DraftChain(drafters, config, branching=self._tree_attention)
 
 
