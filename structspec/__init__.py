@@ -13,6 +13,7 @@ __all__ = [
     "GrammarError",
     "Matcher",
     "ParseState",
+    "Request",
     "Result",
     "SchemaError",
     "SpecConfig",
@@ -23,7 +24,7 @@ __all__ = [
     "generate",
 ]
 
-_GENERATION = ("Generator", "Result", "SpecConfig", "generate")
+_GENERATION = ("Generator", "Request", "Result", "SpecConfig", "generate")
 
 
 def __getattr__(name: str):

@@ -110,7 +110,7 @@ class Output:
         if complete < len(data):  # a line cut short by a crash: its record is done again
             with self.path.open("r+b") as out:
                 out.truncate(complete)
-        for number, line in enumerate(data[:complete].decode("utf-8").splitlines(), 1):
+        for number, line in enumerate(data[:complete].decode("utf-8").split("\n")[:-1], 1):  # not splitlines: U+2028
             try:
                 self.done.add(json.loads(line)["id"])
             except (json.JSONDecodeError, KeyError, TypeError):

@@ -11,6 +11,7 @@ May import: ``structspec.masks`` and everything below it; never ``server``, ``co
 from structspec.generation.config import SpecConfig
 from structspec.generation.generator import Generator, Stream
 from structspec.generation.pydantic_gen import GenerationError, generate
+from structspec.generation.sequence import Request
 from structspec.generation.stats import Result, Stats
 
-__all__ = ["GenerationError", "Generator", "Result", "SpecConfig", "Stats", "Stream", "generate"]
+__all__ = ["GenerationError", "Generator", "Request", "Result", "SpecConfig", "Stats", "Stream", "generate"]

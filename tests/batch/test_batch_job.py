@@ -38,7 +38,7 @@ def _docs(tmp_path: Path, count: int) -> Path:
 
 
 def _lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n")[:-1]]
 
 
 def _job(tmp_path: Path, *extra: str) -> int:
@@ -96,6 +96,13 @@ def test_parquet_input(tmp_path: Path) -> None:
     records = read_records(tmp_path / "d.parquet", text_field="body", id_field="key")
     assert [(r.id, r.text, r.problem) for r in records] == [
         (10, "Reach Al at al@example.com.", None), (11, None, "row 1: field 'body' is missing")]
+
+
+def test_output_lines_holding_unicode_line_separators_are_read_back(tmp_path: Path) -> None:
+    output = Output(tmp_path / "out.jsonl")
+    assert output.write({"id": 1, "data": {"name": "a\u2028b\x85c"}})
+    output.close()
+    assert Output(tmp_path / "out.jsonl").done == {1}
 
 
 def test_output_refuses_a_file_that_is_not_its_own(tmp_path: Path) -> None:

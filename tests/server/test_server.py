@@ -402,3 +402,32 @@ def test_openai_parse_with_a_pydantic_model(client: Any) -> None:
     parsed = client.chat.completions.parse(model=MODEL_ID, messages=MESSAGES, response_format=Kid, max_tokens=32)
     kid = parsed.choices[0].message.parsed
     assert isinstance(kid, Kid) and kid.name in {"Lily", "Tom"}
+
+
+def test_engine_batch_rows_decode_as_alone_and_end_with_their_completion() -> None:
+    from structspec.generation import Generator, SpecConfig
+    from structspec.server.engine import Engine, Sampling
+
+    generator = Generator(stories_model(), tokenizer("stories260K"))
+    engine = Engine(generator, MODEL_ID, SpecConfig())
+    grammars = [Grammar.from_gbnf(YES_NO), Grammar.from_gbnf("root ::= [a-z ]{10,30}"), None]
+    jobs = [engine.job(MESSAGES, grammar, Sampling(max_tokens=24)) for grammar in grammars]
+    batch = engine.batch()
+    handles = [batch.join(job) for job in jobs]
+    pieces: dict[int, list[str]] = {id(h): [] for h in handles}
+    completions = {}
+    while len(batch):
+        for handle, item, last in batch.step():
+            if last:
+                completions[id(handle)] = item
+            else:
+                pieces[id(handle)].append(item)
+    for handle, job in zip(handles, jobs, strict=True):
+        alone = generator.generate(MESSAGES, job.grammar, max_new_tokens=24, speculative=SpecConfig())
+        completion = completions[id(handle)]
+        assert completion.text == alone.text == "".join(pieces[id(handle)])
+        assert completion.completion_tokens == alone.stats.tokens
+        assert completion.finish_reason == ("length" if alone.stats.stop_reason == "max_new_tokens" else "stop")
+    with pytest.raises(Exception, match="context") as caught:
+        batch.join(engine.job(MESSAGES, None, Sampling(max_tokens=10_000)))
+    assert caught.value.code == "context_length_exceeded" and not len(batch)
