@@ -132,47 +132,45 @@ class GenerationWorker:
                 joining = [self._waiting.popleft() for _ in range(min(len(self._waiting), self._max_batch - len(rows)))]
             try:
                 stepper = stepper or self._make_stepper()
-            except Exception as exc:  # the model cannot be set up: every request hears of it
-                for request in joining:
-                    _end(request, exc)
-                continue
-            for request in joining:
-                if request.cancelled.is_set():
-                    self.cancelled += 1
-                    request.post(_DONE, None)
-                    continue
-                try:
-                    handle = stepper.join(request.job)
-                except Exception as exc:
-                    _end(request, exc)
-                    continue
-                rows[id(handle)] = (handle, request)
-            for key, (handle, request) in list(rows.items()):
-                if request.cancelled.is_set():
-                    stepper.cancel(handle)
-                    del rows[key]
-                    self.cancelled += 1
-                    request.post(_DONE, None)
-            self.rows = len(rows)
-            if not rows:
-                continue
-            try:
-                events = stepper.step()
-            except Exception as exc:  # a failed forward: its rows cannot go on
-                log.exception("a decoding step failed; its %d rows end with an error", len(rows))
-                for _, request in rows.values():
+                self._cycle(stepper, rows, joining)
+            except Exception as exc:  # the model cannot be set up, or a step failed: its rows cannot go on
+                log.exception("decoding failed; %d requests end with an error", len(rows) + len(joining))
+                for request in [*joining, *(request for _, request in rows.values())]:
                     _end(request, exc)
                 rows.clear()
                 stepper = None
+
+    def _cycle(self, stepper: Stepper, rows: dict[int, tuple[Any, _Request]], joining: list[_Request]) -> None:
+        """Let ``joining`` in, drop rows whose request went away, and step once."""
+        while joining:
+            request = joining.pop(0)
+            if request.cancelled.is_set():
+                self.cancelled += 1
+                request.post(_DONE, None)
                 continue
-            for handle, item, last in events:
-                _, request = rows.get(id(handle), (None, None))
-                if request is None:
-                    continue
-                request.post(_ERROR if isinstance(item, BaseException) else _ITEM, item)
-                if last:
-                    del rows[id(handle)]
-                    request.post(_DONE, None)
+            try:
+                handle = stepper.join(request.job)
+            except Exception as exc:  # the request's own problem (a prompt past the context)
+                _end(request, exc)
+                continue
+            rows[id(handle)] = (handle, request)
+        for key, (handle, request) in list(rows.items()):
+            if request.cancelled.is_set():
+                del rows[key]
+                self.cancelled += 1
+                request.post(_DONE, None)
+                stepper.cancel(handle)
+        self.rows = len(rows)
+        if not rows:
+            return
+        for handle, item, last in stepper.step():
+            _, request = rows.get(id(handle), (None, None))
+            if request is None:
+                continue
+            request.post(_ERROR if isinstance(item, BaseException) else _ITEM, item)
+            if last:
+                del rows[id(handle)]
+                request.post(_DONE, None)
 
 
 def _end(request: _Request, exc: BaseException) -> None:

@@ -341,6 +341,38 @@ def test_requests_join_the_running_batch_and_the_queue_limit_holds() -> None:
     assert ["a", "b"] in fake.log and ["a", "c"] in fake.log  # joined while "a" was decoding
 
 
+def test_a_failed_step_ends_its_rows_with_an_error_and_the_worker_goes_on() -> None:
+    from structspec.server.worker import GenerationWorker
+
+    release = threading.Event()
+    release.set()
+    made: list[FakeBatch] = []
+
+    class Failing(FakeBatch):
+        def step(self) -> list[tuple[str, Any, bool]]:
+            if len(made) == 1:
+                raise RuntimeError("the forward failed")
+            return super().step()
+
+    def stepper() -> FakeBatch:
+        made.append(Failing(release))
+        return made[-1]
+
+    async def scenario() -> list[Any]:
+        worker = GenerationWorker(stepper, max_queue=4, max_batch=2)
+        outcomes = []
+        for job in [("a", 2), ("b", 1)]:
+            try:
+                outcomes.append([item async for item in worker.submit(job)])
+            except RuntimeError as exc:
+                outcomes.append(str(exc))
+        worker.close()
+        return outcomes
+
+    assert asyncio.run(scenario()) == ["the forward failed", ["b1"]]
+    assert len(made) == 2  # a new batch after the failure
+
+
 def test_worker_drops_the_row_when_its_consumer_leaves() -> None:
     from structspec.server.worker import GenerationWorker
 
