@@ -5,14 +5,14 @@ own prompt, constraint, matcher, sampling, random generator, draft chain and sto
 at any step and leave when done. A step:
 
 1. rows added since the last step are encoded: each prompt but its last token goes into the
-   :class:`~structspec.generation.batch_cache.BatchCache` (the part another row holds already is
-   copied, not encoded);
+   :class:`~structspec.generation.batch_cache.BatchCache` (a prefix another row holds already is
+   shared, not encoded again);
 2. every row drafts (grammar-forced tokens, n-grams, the draft model: the same chain as alone);
 3. **one target forward** over every row's pending token and draft tree, packed into one
    sequence (see :mod:`~structspec.generation.batch_cache` for the layout);
 4. every row verifies its own rows of logits and keeps the branch it accepted, so rows move on
    by different numbers of tokens;
-5. finished rows leave; the cache is compacted when they do or when holes pile up.
+5. finished rows leave; the cache is compacted when its holes outnumber its live entries.
 
 Each row runs the same :class:`~structspec.generation.loop.Decoding` as a sequence decoded
 alone, so a greedy row's tokens are the ones :meth:`Generator.generate` gives it. A model whose
@@ -41,7 +41,6 @@ class Batch:
     def __init__(self, model, vocabulary: Vocabulary, trees: bool) -> None:
         self.model = model
         self.width = vocabulary.size
-        self.trees = trees
         self.cache = BatchCache(model, self.width) if trees else None
         # A step's forward per row (its share of the time against the tokens fed per row), shared
         # by the rows' draft chains: a draft token costs what it adds to the step.
@@ -149,12 +148,8 @@ class Batch:
         ]
 
     def _leave(self, indices: list[int]) -> None:
-        """Drop rows (indices into :attr:`rows`) from the batch and its cache; compact the cache
-        when rows left or holes piled up."""
-        if self.cache is not None and not indices:
-            self.cache.tidy()
-        if not indices:
-            return
+        """Drop rows (indices into :attr:`rows`) from the batch and its cache, which compacts
+        itself when its holes outnumber its live entries."""
         gone = set(indices)
         kept = [i for i in range(len(self.rows)) if i not in gone]
         self.rows = [self.rows[i] for i in kept]
