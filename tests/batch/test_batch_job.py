@@ -88,6 +88,16 @@ def test_bad_input_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert not (tmp_path / "out.jsonl").exists() or not _lines(tmp_path / "out.jsonl")
 
 
+def test_ray_missing_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    _docs(tmp_path, 2)
+    assert _job(tmp_path, "--ray") == 2
+    assert "structspec: error: --ray needs Ray Data: pip install 'structspec[ray]'" in capsys.readouterr().err
+
+
 def test_parquet_input(tmp_path: Path) -> None:
     pa = pytest.importorskip("pyarrow", reason="reading Parquet needs pyarrow")
     import pyarrow.parquet as pq
