@@ -6,6 +6,8 @@ from structspec.grammar.parse_state import ParseState, StackLimitError
 from structspec.masks.compiled import CompiledGrammar, compile
 from structspec.tokens.vocabulary import Vocabulary
 
+__version__ = "0.1.0"
+
 __all__ = [
     "CompiledGrammar",
     "Generator",

@@ -41,13 +41,12 @@ class Extractor:
         self.max_batch = max_batch
         self.speculative = SpecConfig() if speculative else None
         self.instructions = instructions
-        config = getattr(target, "config", None)
-        self.context = getattr(config, "max_position_embeddings", None)
 
     def run(self, records: Iterable[Record]) -> Iterator[dict[str, Any]]:
         """One output row per record, as each finishes: ``{"id", "data"}``, or ``{"id",
         "error"}`` for a bad document, a prompt past the model's context, or an output the
         token limit cut short."""
+        from structspec.generation.prompt import ContextLengthError
         from structspec.generation.sequence import Request
         from structspec.models.prompt import extraction_messages
 
@@ -65,11 +64,11 @@ class Extractor:
                     yield {"id": record.id, "error": f"bad document: {record.problem}"}
                     continue
                 messages = extraction_messages(record.text, self.schema, self.instructions)
-                sequence = self.generator.sequence(Request(messages, self.schema, self.max_tokens),
-                                                   self.speculative)
-                if self.context is not None and sequence.prompt_tokens + self.max_tokens > self.context:
-                    yield {"id": record.id, "error": f"the prompt is {sequence.prompt_tokens} tokens; with "
-                           f"--max-tokens {self.max_tokens} that exceeds the model's context of {self.context}"}
+                try:
+                    sequence = self.generator.sequence(Request(messages, self.schema, max_new_tokens=self.max_tokens),
+                                                       self.speculative)
+                except ContextLengthError as exc:
+                    yield {"id": record.id, "error": f"too long: {exc}"}
                     continue
                 batch.add(sequence)
                 rows[sequence] = record

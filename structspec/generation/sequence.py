@@ -35,6 +35,16 @@ class Request:
     seed: int | None = None
 
 
+class RequestError(ValueError):
+    """A request of a batch that cannot start: ``index`` is its place in the batch, ``cause``
+    the error it raised alone (a bad option, constraint or prompt)."""
+
+    def __init__(self, index: int, cause: Exception) -> None:
+        super().__init__(f"requests[{index}]: {cause}")
+        self.index = index
+        self.cause = cause
+
+
 class Sequence:
     """A generation under way: its :class:`Decoding`, the text decoded so far and, once
     :meth:`finish` ran, its :attr:`result`."""

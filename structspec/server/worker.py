@@ -15,6 +15,9 @@ disconnected mid-stream, or the handler was cancelled -- a cancel flag is set, a
 drops its row before the next step, which frees the row within one step; a request that goes
 away while still waiting never joins. At most ``max_queue`` requests wait or decode at once;
 more get HTTP 503 rather than an unbounded backlog.
+When the batch empties with nothing waiting, the worker runs the cycle collector and freezes
+what survives (:func:`~structspec.server.collector.settle`), so that later full collections
+only walk what newer requests created.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from structspec.server.collector import settle
 from structspec.server.errors import APIError
 
 _ITEM, _ERROR, _DONE = "item", "error", "done"
@@ -139,6 +143,8 @@ class GenerationWorker:
                     _end(request, exc)
                 rows.clear()
                 stepper = None
+            if not rows and not self._waiting:  # idle: a good moment for the collector
+                settle()
 
     def _cycle(self, stepper: Stepper, rows: dict[int, tuple[Any, _Request]], joining: list[_Request]) -> None:
         """Let ``joining`` in, drop rows whose request went away, and step once."""

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
+from live_server import live_server
 from tiny_models import one_thread, stories_model, tokenizer
 
 from structspec.grammar import Grammar
@@ -42,8 +43,6 @@ MESSAGES = [{"role": "user", "content": "Once upon a time there was a girl."}]
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     """The base URL of a live server (small limits so that limit tests stay cheap)."""
-    import uvicorn
-
     from structspec.generation import Generator, SpecConfig
     from structspec.server.app import create_app
     from structspec.server.engine import Engine
@@ -53,21 +52,8 @@ def server() -> Iterator[str]:
     limits = Limits(
         max_body_bytes=20_000, max_grammar_bytes=2000, max_schema_depth=12, max_tokens=96, default_max_tokens=48
     )
-    app = create_app(Engine(generator, MODEL_ID, SpecConfig()), limits)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    uvicorn_server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=uvicorn_server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not uvicorn_server.started:
-        if not thread.is_alive():
-            pytest.fail("the server did not start")
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    uvicorn_server.should_exit = True
-    thread.join()
-    sock.close()
+    with live_server(create_app(Engine(generator, MODEL_ID, SpecConfig()), limits)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -397,9 +383,11 @@ def test_worker_drops_the_row_when_its_consumer_leaves() -> None:
 def test_unexpected_errors_are_a_bare_500() -> None:
     from structspec.server.app import create_app
     from structspec.server.engine import Engine
+    from structspec.tokens.vocabulary import Vocabulary
 
     class Broken:
         tokenizer = tokenizer("stories260K")
+        vocabulary = Vocabulary.from_tokenizer(tokenizer)
 
         def batch(self) -> Any:
             return None
@@ -438,12 +426,13 @@ def test_openai_parse_with_a_pydantic_model(client: Any) -> None:
 
 def test_engine_batch_rows_decode_as_alone_and_end_with_their_completion() -> None:
     from structspec.generation import Generator, SpecConfig
-    from structspec.server.engine import Engine, Sampling
+    from structspec.generation.sampling import Sampling
+    from structspec.server.engine import Engine
 
     generator = Generator(stories_model(), tokenizer("stories260K"))
     engine = Engine(generator, MODEL_ID, SpecConfig())
     grammars = [Grammar.from_gbnf(YES_NO), Grammar.from_gbnf("root ::= [a-z ]{10,30}"), None]
-    jobs = [engine.job(MESSAGES, grammar, Sampling(max_tokens=24)) for grammar in grammars]
+    jobs = [engine.job(MESSAGES, grammar, Sampling(max_new_tokens=24)) for grammar in grammars]
     batch = engine.batch()
     handles = [batch.join(job) for job in jobs]
     pieces: dict[int, list[str]] = {id(h): [] for h in handles}
@@ -461,5 +450,5 @@ def test_engine_batch_rows_decode_as_alone_and_end_with_their_completion() -> No
         assert completion.completion_tokens == alone.stats.tokens
         assert completion.finish_reason == ("length" if alone.stats.stop_reason == "max_new_tokens" else "stop")
     with pytest.raises(Exception, match="context") as caught:
-        batch.join(engine.job(MESSAGES, None, Sampling(max_tokens=10_000)))
+        batch.join(engine.job(MESSAGES, None, Sampling(max_new_tokens=10_000)))
     assert caught.value.code == "context_length_exceeded" and not len(batch)
