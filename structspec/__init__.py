@@ -15,6 +15,7 @@ __all__ = [
     "GrammarError",
     "Matcher",
     "ParseState",
+    "Request",
     "Result",
     "SchemaError",
     "SpecConfig",
@@ -25,7 +26,7 @@ __all__ = [
     "generate",
 ]
 
-_GENERATION = ("Generator", "Result", "SpecConfig", "generate")
+_GENERATION = ("Generator", "Request", "Result", "SpecConfig", "generate")
 
 
 def __getattr__(name: str):

@@ -26,6 +26,7 @@ class Limits:
         max_tokens: most tokens one request may ask for.
         default_max_tokens: tokens generated when a request does not say.
         max_queue: most requests waiting for (or holding) the model at once (HTTP 503 beyond).
+        max_batch: most requests decoded together, one target forward a step for all of them.
         cache_size: compiled grammars kept (least recently used dropped first).
         cache_bytes: estimated bytes the kept compiled grammars may hold, token masks included
             (least recently used dropped first).
@@ -41,6 +42,7 @@ class Limits:
     max_tokens: int = 2048
     default_max_tokens: int = 512
     max_queue: int = 32
+    max_batch: int = 8
     cache_size: int = 64
     cache_bytes: int = 512 << 20
     compile_timeout: float = 60.0

@@ -331,7 +331,7 @@ def test_a_round_credits_the_tokens_the_target_checked() -> None:
     stats = Stats()
     for name in draft.sources:
         stats.sources.setdefault(name, SourceStats()).drafted += 1
-    chain.record(draft, [0, 1], stats, 6, 0.01)
+    chain.record(draft, [0, 1], stats)
     forced, ngram = stats.sources["forced"], stats.sources["ngram"]
     assert (forced.drafted, forced.verified, forced.accepted) == (2, 2, 2)
     assert (ngram.drafted, ngram.verified, ngram.accepted) == (3, 1, 0)
