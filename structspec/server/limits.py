@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from structspec.budget import MAX_NESTING
+from structspec.errors import SchemaError
 from structspec.jsonschema.limits import schema_depth
 from structspec.server.errors import APIError
 
@@ -64,7 +65,10 @@ class Limits:
         """The schema's canonical JSON text, after checking its size and depth."""
         if not isinstance(schema, dict | bool):
             raise APIError(f"{param}: a JSON Schema must be an object or a boolean", param=param, code="invalid_schema")
-        depth, pointer = schema_depth(schema, self.max_schema_depth)
+        try:
+            depth, pointer = schema_depth(schema, self.max_schema_depth)
+        except SchemaError as exc:  # NaN, Infinity: Python's json reads them, JSON has none
+            raise APIError(f"{param}#{exc.pointer}: {exc.message}", param=param, code="invalid_schema") from None
         if depth > self.max_schema_depth:
             raise APIError(
                 f"{param}#{pointer}: schema nesting depth over the limit of {self.max_schema_depth} levels "

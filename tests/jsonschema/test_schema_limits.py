@@ -4,6 +4,7 @@ linear in the size of an ``enum``, a ``oneOf`` or a list of properties."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -142,12 +143,15 @@ def test_size_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     assert caught.value.code == SCHEMA_TOO_LARGE
 
 
-def test_cli_reports_the_code(tmp_path: Any) -> None:
+@pytest.mark.parametrize("command", ["convert", "extract"])
+def test_cli_reports_the_code(command: str, tmp_path: Any) -> None:
     path = tmp_path / "deep.json"
-    path.write_text(json.dumps(objects(300)))
-    done = subprocess.run([sys.executable, "-m", "structspec.cli", "convert", str(path)], capture_output=True,
+    path.write_text(json.dumps(wrapped(300, lambda s: {"type": "array", "items": s})))
+    (tmp_path / "text.txt").write_text("some text")
+    args = [str(path)] if command == "convert" else ["--schema", str(path), "--text", str(tmp_path / "text.txt")]
+    done = subprocess.run([sys.executable, "-m", "structspec.cli", command, *args], capture_output=True,
                           text=True, check=False)
-    assert done.returncode == 2
+    assert done.returncode == 2  # a RecursionError traceback and exit status 1 before
     assert "S101" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -300,3 +304,13 @@ def test_unusable_patterns_are_schema_errors(schema: dict[str, Any], pointer: st
     assert caught.value.pointer.startswith(pointer)
     with pytest.warns(SchemaRelaxedWarning):
         schema_to_gbnf(schema, strict=False)
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+def test_non_finite_numbers_are_not_json(number: float) -> None:
+    schema = {"type": "array", "items": {"not": {"type": "integer", "minimum": number}}}
+    with pytest.raises(SchemaError, match="not a JSON value") as caught:  # OverflowError, ValueError before
+        schema_to_gbnf(schema)
+    assert caught.value.pointer == "/items/not/minimum"
+    with pytest.raises(SchemaError, match="not a JSON value"):
+        schema_to_gbnf('{"minimum": NaN}')  # Python's json reads it
