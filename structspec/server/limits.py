@@ -27,7 +27,13 @@ class Limits:
         max_tokens: most tokens one request may ask for.
         default_max_tokens: tokens generated when a request does not say.
         max_queue: most requests waiting for (or holding) the model at once (HTTP 503 beyond).
+        max_batch: most requests decoded together, one target forward a step for all of them.
         cache_size: compiled grammars kept (least recently used dropped first).
+        cache_bytes: estimated bytes the kept compiled grammars may hold, token masks included
+            (least recently used dropped first).
+        compile_timeout: seconds a schema or grammar may take to convert and compile (HTTP 400
+            ``compile_timeout`` beyond).
+        compile_processes: child processes compiling at once (more wait for one).
     """
 
     max_body_bytes: int = 1 << 20
@@ -37,12 +43,17 @@ class Limits:
     max_tokens: int = 2048
     default_max_tokens: int = 512
     max_queue: int = 32
+    max_batch: int = 8
     cache_size: int = 64
+    cache_bytes: int = 512 << 20
+    compile_timeout: float = 60.0
+    compile_processes: int = 2
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
-            if value < 1:
-                raise ValueError(f"limit {name} must be at least 1, got {value}")
+            if not value >= (0.001 if isinstance(value, float) else 1):  # NaN fails too
+                raise ValueError(f"limit {name} must be at least {'0.001' if isinstance(value, float) else 1}, "
+                                 f"got {value}")
         if self.max_schema_depth > MAX_NESTING:
             raise ValueError(
                 f"max_schema_depth ({self.max_schema_depth}) exceeds the converter's nesting limit of {MAX_NESTING}"
@@ -85,14 +96,15 @@ class Limits:
             )
 
     def tokens(self, requested: int | None, param: str) -> int:
-        """The number of tokens to generate for a request that asked for ``requested``."""
+        """The number of tokens to generate for a request that asked for ``requested``: HTTP 400
+        over the server's limit (the sampling options' own check refuses fewer than 1)."""
         if requested is None:
             return min(self.default_max_tokens, self.max_tokens)
-        if requested < 1 or requested > self.max_tokens:
+        if requested > self.max_tokens:
             raise APIError(
                 f"{param}: {requested} is outside 1..{self.max_tokens} (the server's limit)",
                 param=param,
-                code="max_tokens_exceeded" if requested > self.max_tokens else "invalid_value",
+                code="max_tokens_exceeded",
             )
         return requested
 

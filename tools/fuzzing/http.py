@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
 from fuzzing.worker import Outcome
 
 ERROR_FIELDS = {"message", "type", "param", "code"}
