@@ -1,7 +1,7 @@
 """The numba side of the native-route spike (docs/masks.md, "Why Cython"): cold and warm cost of
 the trie sweep compiled by numba, against the Cython core on the same state.
 
-    python tools/spike_numba.py            # needs numba (pip install numba); run it in a fresh process
+    python tools/spike_numba.py            # needs numba (the bench extra); run it in a fresh process
 
 The grammar is one JSON string (``"\\"" [^"\\\\\\x00-\\x1F]* "\\""``) and the state is just after
 its opening quote, where almost every token is allowed. numba gets the same algorithm as the
@@ -15,6 +15,7 @@ mask and warm mask of the same state (the Cython figure includes building the pa
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -92,7 +93,7 @@ def numba_child(cache_dir: str) -> None:
     module.write_text(KERNEL)
     sys.path.insert(0, cache_dir)
     start = time.perf_counter()
-    from spike_kernel import sweep
+    sweep = importlib.import_module("spike_kernel").sweep  # written just now: numba caches beside it
 
     sweep(*args)
     first = time.perf_counter() - start

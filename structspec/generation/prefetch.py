@@ -8,26 +8,35 @@ masks per parse state (shared and thread-safe), so the round's own reads then fi
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 
 from structspec.errors import GrammarError
 from structspec.masks.matcher import Matcher
 
 
 class MaskPrefetch:
-    """One worker thread that fills the mask cache along token sequences."""
+    """One worker thread that fills the mask caches along token sequences. Use it as a context
+    manager, or leave it to the garbage collector: its idle worker then exits."""
 
-    def __init__(self, pool: ThreadPoolExecutor) -> None:
-        self._pool = pool
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="structspec-masks")
         self._pending: Future | None = None
 
-    def start(self, matcher: Matcher, tokens: Sequence[int] = ()) -> None:
-        """Compute the mask of ``matcher``'s state and of the states after each of ``tokens``
-        (on a copy: ``matcher`` is not moved)."""
+    def __enter__(self) -> MaskPrefetch:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
         self.wait()
-        self._pending = self._pool.submit(_masks_along, matcher.copy(), list(tokens))
+        self._pool.shutdown()
+
+    def start(self, walks: Iterable[tuple[Matcher, Sequence[int]]]) -> None:
+        """For each ``(matcher, tokens)``, compute the mask of the matcher's state and of the
+        states after each of ``tokens`` (on a copy taken now: the matcher is not moved)."""
+        self.wait()
+        copies = [(matcher.copy(), list(tokens)) for matcher, tokens in walks]
+        if copies:
+            self._pending = self._pool.submit(_masks_along, copies)
 
     def wait(self) -> None:
         """Block until the last prefetch is done (its masks are then cached)."""
@@ -36,24 +45,14 @@ class MaskPrefetch:
             pending.result()
 
 
-@contextmanager
-def mask_prefetch() -> Iterator[MaskPrefetch]:
-    """A :class:`MaskPrefetch` whose worker lives for the ``with`` block."""
-    with ThreadPoolExecutor(1, thread_name_prefix="structspec-masks") as pool:
-        prefetch = MaskPrefetch(pool)
+def _masks_along(walks: list[tuple[Matcher, list[int]]]) -> None:
+    """Fill the caches; a grammar error is left for the round's own read to raise."""
+    for matcher, tokens in walks:
         try:
-            yield prefetch
-        finally:
-            prefetch.wait()
-
-
-def _masks_along(matcher: Matcher, tokens: list[int]) -> None:
-    """Fill the cache; a grammar error is left for the round's own read to raise."""
-    try:
-        matcher.mask_words()
-        for token in tokens:
-            if not matcher.accept_token(token) or matcher.is_finished():
-                return
             matcher.mask_words()
-    except GrammarError:
-        return
+            for token in tokens:
+                if not matcher.accept_token(token) or matcher.is_finished():
+                    break
+                matcher.mask_words()
+        except GrammarError:
+            continue

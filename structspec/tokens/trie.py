@@ -18,11 +18,11 @@ multilingual tokens inside a string are accepted without expanding their subtree
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
+from structspec.lru import BoundedCache
 from structspec.tokens.vocabulary import Vocabulary
 
 NODE = np.dtype([("child_lo", np.int32), ("child_hi", np.int32), ("row_lo", np.int32), ("end_hi", np.int32),
@@ -49,9 +49,32 @@ class TokenTrie:
     nodes: np.ndarray  # NODE [nodes]: the fields above, record by record
 
 
-@functools.lru_cache(maxsize=8)
+TRIE_CACHE_ENTRIES = 8  # vocabularies whose tries are kept (with the vocabularies themselves)
+TRIE_CACHE_BYTES = 512 << 20
+
+
+def _trie_bytes(vocab: Vocabulary, trie: TokenTrie) -> int:
+    """The trie's arrays plus the vocabulary's, which the cache keeps alive as its key."""
+    arrays = (trie.nodes, trie.byte, trie.below_words,  # the other per-node arrays are views of ``nodes``
+              vocab.byte_matrix, vocab.lengths, vocab.lcp, vocab.text_ids)
+    return sum(a.nbytes for a in arrays) + 64 * vocab.size  # the token byte strings
+
+
+_TRIES: BoundedCache[Vocabulary, TokenTrie] = BoundedCache(
+    max_entries=TRIE_CACHE_ENTRIES, max_bytes=TRIE_CACHE_BYTES, weigh=_trie_bytes
+)
+
+
 def token_trie(vocab: Vocabulary) -> TokenTrie:
-    """The :class:`TokenTrie` of ``vocab``'s text tokens (built once per vocabulary)."""
+    """The :class:`TokenTrie` of ``vocab``'s text tokens (built once per vocabulary while it
+    stays among the recently used)."""
+    trie = _TRIES.get(vocab, None)
+    if trie is None:
+        trie = _TRIES.put(vocab, _build(vocab))
+    return trie
+
+
+def _build(vocab: Vocabulary) -> TokenTrie:
     lengths, lcp, matrix = vocab.lengths, vocab.lcp, vocab.byte_matrix
     n = len(lengths)
     width = int(lengths.max(initial=0))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import structspec
 from structspec import Grammar, Vocabulary
-from structspec.generation.prefetch import mask_prefetch
+from structspec.generation.prefetch import MaskPrefetch
 
 
 def _compiled() -> structspec.CompiledGrammar:
@@ -17,8 +17,8 @@ def test_prefetch_fills_the_mask_cache_along_the_tokens() -> None:
     compiled = _compiled()
     matcher = compiled.matcher()
     tokens = [3, 0, 2, 1]
-    with mask_prefetch() as prefetch:
-        prefetch.start(matcher, tokens)
+    with MaskPrefetch() as prefetch:
+        prefetch.start([(matcher, tokens)])
         prefetch.wait()
     walk = compiled.matcher()
     assert compiled.known_mask_words(walk.state) is not None
@@ -28,10 +28,15 @@ def test_prefetch_fills_the_mask_cache_along_the_tokens() -> None:
     assert matcher.num_tokens == 0  # the prefetch walked a copy
 
 
-def test_prefetch_stops_at_a_forbidden_token() -> None:
+def test_prefetch_stops_at_a_forbidden_token_and_goes_on_with_the_next_walk() -> None:
     compiled = _compiled()
-    with mask_prefetch() as prefetch:
-        prefetch.start(compiled.matcher(), [3, 3, 0])  # the second "{" is forbidden
+    other = structspec.compile(Grammar.from_gbnf('root ::= "a" "b"'), compiled.vocabulary)
+    with MaskPrefetch() as prefetch:  # a batch: one walk per row
+        prefetch.start([(compiled.matcher(), [3, 3, 0]), (other.matcher(), [0])])  # the second "{" is forbidden
     walk = compiled.matcher()
     walk.accept_token(3)
     assert compiled.known_mask_words(walk.state) is not None
+    assert not walk.accept_token(3)
+    walk = other.matcher()
+    assert walk.accept_token(0)
+    assert other.known_mask_words(walk.state) is not None

@@ -32,9 +32,9 @@ def shortcuts_everywhere(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(mask_runner, "CHAINS_AFTER", 0)
     monkeypatch.setattr(mask_runner, "CHAIN_HEIGHT", 1 << 20)
     monkeypatch.setattr(token_tries, "BIG_SUBTREE", 1)
-    token_tries.token_trie.cache_clear()
+    token_tries._TRIES.clear()
     yield
-    token_tries.token_trie.cache_clear()
+    token_tries._TRIES.clear()
 
 
 COUNTED = st.tuples(
