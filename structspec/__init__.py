@@ -3,6 +3,7 @@
 from structspec.errors import GrammarError, SchemaError, StructspecError
 from structspec.grammar import Grammar
 from structspec.grammar.parse_state import ParseState, StackLimitError
+from structspec.grammar.tags import StructuralTag, Tag, TaggedText
 from structspec.masks.compiled import CompiledGrammar, compile
 from structspec.tokens.vocabulary import Vocabulary
 
@@ -18,6 +19,9 @@ __all__ = [
     "SpecConfig",
     "StackLimitError",
     "StructspecError",
+    "StructuralTag",
+    "Tag",
+    "TaggedText",
     "Vocabulary",
     "compile",
     "generate",

@@ -32,6 +32,7 @@ from structspec.grammar import Grammar
 from structspec.grammar.completion import completion_cost, rule_completion_costs, spellable_bytes
 from structspec.grammar.gbnf.ast import TokenRef
 from structspec.grammar.parse_state import Frame, ParseState, close, frame, union
+from structspec.grammar.tags import StructuralTag
 from structspec.masks.matcher import Matcher
 from structspec.masks.runner import StackRunner, rows_in
 from structspec.tokens.trie import token_trie
@@ -320,8 +321,11 @@ _COMPILED: WeakKeyDictionary[Grammar, dict[str, CompiledGrammar]] = WeakKeyDicti
 _COMPILED_LOCK = threading.Lock()
 
 
-def compile(grammar: Grammar, tokenizer_or_vocabulary) -> CompiledGrammar:
-    """Bind ``grammar`` to a tokenizer (or :class:`~structspec.Vocabulary`); cached per pair."""
+def compile(grammar: Grammar | StructuralTag, tokenizer_or_vocabulary) -> CompiledGrammar:
+    """Bind ``grammar`` (or a structural tag's grammar) to a tokenizer (or
+    :class:`~structspec.Vocabulary`); cached per pair."""
+    if isinstance(grammar, StructuralTag):
+        grammar = grammar.grammar
     vocabulary = (
         tokenizer_or_vocabulary
         if isinstance(tokenizer_or_vocabulary, Vocabulary)
