@@ -117,3 +117,19 @@ def test_processor_starts_over_for_a_new_prompt_and_handles_batches() -> None:
 def test_processor_rejects_what_is_not_compiled() -> None:
     with pytest.raises(TypeError, match="CompiledGrammar"):
         GrammarLogitsProcessor(Grammar.from_gbnf('root ::= "x"'))
+
+
+def test_processor_with_a_structural_tag() -> None:
+    from structspec import StructuralTag, Tag
+
+    tok = tokenizer("llama2")
+    model = tiny_llama(len(tok), 3)
+    vocabulary = Vocabulary.from_tokenizer(tok, vocab_size=model.config.vocab_size)
+    tags = StructuralTag([Tag("<rec>", SCHEMA, "</rec>")], min_segments=1, max_segments=1, free_text=False)
+    compiled = structspec.compile(tags, vocabulary)
+    ids = _generate(model, tok, compiled)
+    matcher = compiled.matcher()
+    assert matcher.accept_tokens(ids) == len(ids)
+    assert matcher.is_accepting()
+    (segment,) = tags.parse(_text(vocabulary, ids)).segments
+    jsonschema.validate(segment.value, SCHEMA)
