@@ -97,19 +97,24 @@ class Generator:
         seed: int | None = None,
         speculative: SpecConfig | None = None,
         stream: bool = False,
+        tools: list[dict[str, Any]] | None = None,
     ) -> Result | Stream:
         """Generate a continuation of ``prompt`` (text, or chat messages) that follows
-        ``constraint`` (a Grammar, GBNF text, a JSON Schema dict or a Pydantic model class).
+        ``constraint`` (a Grammar, GBNF text, a JSON Schema dict, a Pydantic model class or a
+        :class:`~structspec.StructuralTag`).
 
         ``speculative=None`` decodes one token per target forward; a :class:`SpecConfig` drafts
-        and verifies (same output distribution; token-identical when greedy). Returns a
-        :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
+        and verifies (same output distribution; token-identical when greedy). ``tools``
+        (OpenAI-style function definitions) are shown to the model through the chat template
+        (see :func:`~structspec.generation.prompt.prompt_ids`); constrain the calls with
+        :func:`~structspec.generation.tool_calls.tool_call_tag`. Returns a :class:`Result`, or
+        with ``stream=True`` a :class:`Stream` of text pieces.
         """
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
         sampling = Sampling(temperature, top_k, top_p)
         parsed, compiled = self.compile(constraint)
-        ids = prompt_ids(self.tokenizer, prompt)
+        ids = prompt_ids(self.tokenizer, prompt, tools)
         rng = torch.Generator()
         if seed is None:
             rng.seed()  # non-deterministic, and leaves torch's global generator alone

@@ -11,7 +11,8 @@ from __future__ import annotations
 import threading
 import warnings
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from structspec.errors import GrammarError, SchemaError, SchemaRelaxedWarning
 from structspec.grammar import Grammar
@@ -19,14 +20,16 @@ from structspec.server.errors import APIError, grammar_error, schema_error
 from structspec.server.limits import Limits
 
 JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
+T = TypeVar("T")
 
 
 class ConstraintCache:
-    """Thread-safe LRU of grammars built from request schemas and GBNF text."""
+    """Thread-safe LRU of grammars built from request schemas and GBNF text (and of what is
+    built from them, such as a request's tool-calling structural tag)."""
 
     def __init__(self, limits: Limits) -> None:
         self._limits = limits
-        self._entries: OrderedDict[tuple[str, str], Grammar] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -37,14 +40,16 @@ class ConstraintCache:
     def from_schema(self, schema: Any, param: str, *, strict: bool = True) -> Grammar:
         """The grammar of JSON valid under ``schema``; HTTP 400 naming the JSON pointer when it cannot be enforced."""
         canonical = self._limits.check_schema(schema, param)
-        return self._get(("schema" if strict else "schema-relaxed", canonical), lambda: _schema(schema, param, strict))
+        key = ("schema" if strict else "schema-relaxed", canonical)
+        return self.get_or_build(key, lambda: _schema(schema, param, strict))
 
     def from_gbnf(self, text: str, param: str) -> Grammar:
         """The grammar of GBNF ``text``; HTTP 400 naming line:column when it is malformed."""
         self._limits.check_grammar(text, param)
-        return self._get(("gbnf", text), lambda: _gbnf(text, param))
+        return self.get_or_build(("gbnf", text), lambda: _gbnf(text, param))
 
-    def _get(self, key: tuple[str, str], build: Any) -> Grammar:
+    def get_or_build(self, key: tuple[str, str], build: Callable[[], T]) -> T:
+        """The entry under ``key`` (a kind and a canonical text), built by ``build`` on a miss."""
         with self._lock:
             grammar = self._entries.get(key)
             if grammar is not None:

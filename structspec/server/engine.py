@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from structspec.grammar import Grammar
+from structspec.grammar.tags import StructuralTag
 from structspec.server.errors import APIError
 
 FREE_TEXT = r"root ::= [^\x00]*"
@@ -78,14 +79,19 @@ class Engine:
         return extraction_messages(text, schema, instructions)
 
     def job(
-        self, messages: list[dict[str, str]], grammar: Grammar | None, sampling: Sampling
+        self,
+        messages: list[dict[str, Any]],
+        grammar: Grammar | StructuralTag | None,
+        sampling: Sampling,
+        tools: list[dict[str, Any]] | None = None,
     ) -> Callable[[], Iterator[str | Completion]]:
-        """A function that decodes ``messages`` under ``grammar`` (free text when None)."""
+        """A function that decodes ``messages`` under ``grammar`` (free text when None), with
+        ``tools`` (OpenAI function definitions) shown to the model through the chat template."""
 
         def run() -> Iterator[str | Completion]:
             from structspec.generation.prompt import prompt_ids
 
-            prompt_tokens = len(prompt_ids(self.generator.tokenizer, messages))
+            prompt_tokens = len(prompt_ids(self.generator.tokenizer, messages, tools))
             self._check_context(prompt_tokens, sampling.max_tokens)
             stream = self.generator.generate(
                 messages,
@@ -97,6 +103,7 @@ class Engine:
                 seed=sampling.seed,
                 speculative=self.speculative,
                 stream=True,
+                tools=tools,
             )
             yield from stream  # closing this generator closes the stream, which stops decoding
             stats = stream.result.stats
