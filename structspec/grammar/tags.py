@@ -493,6 +493,14 @@ def _valued(spec: StructuralTag, part: str | Segment) -> str | Segment:
     return dataclasses.replace(part, value=spec.tags[part.tag]._reader.read(part.content))
 
 
+class IncompleteText(ValueError):
+    """A text that ended before its last segment did; ``events`` are those read up to there."""
+
+    def __init__(self, message: str, events: list[TagEvent]) -> None:
+        super().__init__(message)
+        self.events = events
+
+
 @dataclass(frozen=True)
 class TextEvent:
     """Free text read by a :class:`TagReader`."""
@@ -551,11 +559,16 @@ class TagReader:
         return self._drain(final=False)
 
     def close(self) -> list[TagEvent]:
-        """The remaining events at the end of the text. ``ValueError`` if the text ended
-        inside a segment."""
-        events = self._drain(final=True)
-        if self._tag is not None or self._buffer:
-            raise ValueError(f"the text ended inside a segment: {_snippet(self._buffer)}")
+        """The remaining events at the end of the text. :class:`IncompleteText` (with the
+        events read up to there) if the text ended inside a segment or its begin."""
+        events: list[TagEvent] = []
+        try:
+            while self._step(events, final=True):
+                pass
+        except ValueError as exc:
+            raise IncompleteText(str(exc), events) from None
+        if self._tag is not None:
+            raise IncompleteText(f"the text ended inside a segment of tags[{self._tag}]", events)
         return events
 
     def _drain(self, final: bool) -> list[TagEvent]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from structspec.grammar.tags import BeginEvent, ContentEvent, TagEvent, TagReader, TextEvent
+from structspec.grammar.tags import BeginEvent, ContentEvent, IncompleteText, TagEvent, TagReader, TextEvent
 from structspec.server.engine import Completion
 from structspec.server.openai_format import TextReply
 from structspec.server.tools import ToolCalling
@@ -35,8 +35,8 @@ class ToolReply(TextReply):
     def finish(self, completion: Completion) -> tuple[list[dict[str, Any]], str]:
         try:
             events = self._reader.close()
-        except ValueError:  # the text ended inside a call (out of tokens): the call stays as far as it got
-            events = []
+        except IncompleteText as exc:  # out of tokens inside a call: the call stays as far as it got
+            events = exc.events
         deltas = self._translate(events)
         if self._held and not self._calls:
             deltas.append({"content": self._held})

@@ -13,7 +13,15 @@ from pydantic import BaseModel
 from tag_specs import sample_text, structural_tags
 
 from structspec import Grammar, GrammarError, SchemaError, StructuralTag, Tag
-from structspec.grammar.tags import BeginEvent, ContentEvent, EndEvent, TagError, TagReader, TextEvent
+from structspec.grammar.tags import (
+    BeginEvent,
+    ContentEvent,
+    EndEvent,
+    IncompleteText,
+    TagError,
+    TagReader,
+    TextEvent,
+)
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
            "required": ["city", "days"], "additionalProperties": False}
@@ -163,10 +171,17 @@ def test_reader_holds_back_split_triggers() -> None:
     assert reader.feed(':"a"}}</tool') == [ContentEvent(':"a"}')]
     assert reader.feed("_call>") == [EndEvent(1, '{"q":"a"}')]
     assert reader.close() == []
-    with pytest.raises(ValueError, match="ended inside a segment"):
-        unfinished = TagReader(TOOLS)
-        unfinished.feed(CALL.format("search") + '{"q":')
+    unfinished = TagReader(TOOLS)
+    assert unfinished.feed("Hi " + CALL.format("search") + '{"q":') == [TextEvent("Hi "), BeginEvent(1),
+                                                                       ContentEvent('{"q":')]
+    with pytest.raises(IncompleteText, match=r"inside a segment of tags\[1\]") as caught:
         unfinished.close()
+    assert caught.value.events == []
+    # text held back as a possible trigger is free text after all when the text ends there
+    assert TagReader(TOOLS).feed("x <tool_c") == [TextEvent("x ")]
+    cut = TagReader(TOOLS)
+    cut.feed("x <tool_c")
+    assert cut.close() == [TextEvent("<tool_c")]
 
 
 def test_from_dict() -> None:

@@ -288,3 +288,19 @@ def test_relaxed_schema_is_accepted_without_strict(http: httpx.Client) -> None:
 def test_bad_tool_requests_get_400(http: httpx.Client, body: dict, param: str, code: str, fragment: str) -> None:
     error = bad(http, **body)
     assert error["param"] == param and error["code"] == code and fragment in error["message"], error
+
+
+def test_a_call_cut_short_by_max_tokens_finishes_with_length(http: httpx.Client) -> None:
+    body = {"messages": MESSAGES, "tools": [WEATHER], "tool_choice": "required", "max_tokens": 40}
+    response = http.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text
+    choice = response.json()["choices"][0]
+    assert choice["finish_reason"] == "length"
+    (call,) = choice["message"]["tool_calls"]  # as far as it got: named, arguments begun
+    assert call["function"]["name"] == "get_weather" and call["function"]["arguments"].startswith("{")
+    with http.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as stream:
+        chunks = [json.loads(line[6:]) for line in stream.iter_lines() if line and line != "data: [DONE]"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    pieces = [d["tool_calls"][0]["function"]["arguments"] for c in chunks
+              if "tool_calls" in (d := c["choices"][0]["delta"])]
+    assert "".join(pieces) == call["function"]["arguments"]
