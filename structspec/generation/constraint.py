@@ -24,7 +24,7 @@ class Constraint:
 
     def value(self, text: str) -> Any:
         """The parsed JSON, the validated Pydantic value, the
-        :class:`~structspec.grammar.tags.TaggedText` of a structural tag, or ``None`` for plain
+        :class:`~structspec.grammar.tag_reading.TaggedText` of a structural tag, or ``None`` for plain
         grammars.
 
         Raises :class:`~structspec.jsonschema.pydantic_models.InstanceValidationError` (pydantic's error

@@ -1,7 +1,7 @@
 """OpenAI tool calling, reply side: generated text read as content and ``tool_calls``, whole or
 as stream deltas shaped like OpenAI's.
 
-The text is read with the request's structural tag (:class:`~structspec.grammar.tags.TagReader`):
+The text is read with the request's structural tag (:class:`~structspec.grammar.tag_reading.TagReader`):
 each segment is one call, its content the call's ``arguments``. Text outside the calls is the
 message's ``content``; in a reply with calls, text made only of whitespace (the line breaks
 around the calls) is no content (``null``). A reply that calls tools finishes with
@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from structspec.grammar.tags import BeginEvent, ContentEvent, IncompleteText, TagEvent, TagReader, TextEvent
+from structspec.grammar.tag_reading import BeginEvent, ContentEvent, IncompleteText, TagEvent, TagReader, TextEvent
 from structspec.server.engine import Completion
 from structspec.server.openai_format import TextReply
 from structspec.server.tools import ToolCalling

@@ -13,15 +13,8 @@ from pydantic import BaseModel
 from tag_specs import sample_text, structural_tags
 
 from structspec import Grammar, GrammarError, SchemaError, StructuralTag, Tag
-from structspec.grammar.tags import (
-    BeginEvent,
-    ContentEvent,
-    EndEvent,
-    IncompleteText,
-    TagError,
-    TagReader,
-    TextEvent,
-)
+from structspec.grammar.tag_reading import BeginEvent, ContentEvent, EndEvent, IncompleteText, TagReader, TextEvent
+from structspec.grammar.tags import TagError
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
            "required": ["city", "days"], "additionalProperties": False}
@@ -210,6 +203,8 @@ def test_from_dict() -> None:
         (lambda: StructuralTag([Tag("<a>", SEARCH, "")], separator=","), "separator"),
         (lambda: StructuralTag.from_dict({"tags": [{"begin": "<a>", "end": ""}]}), r"tags\[0\]: give exactly one"),
         (lambda: StructuralTag.from_dict({"tags": [], "extra": 1}), "unknown field 'extra'"),
+        (lambda: StructuralTag.from_dict({"tags": [{"begin": "<a>", "regex": "x", "end": ""}], "triggers": "<a>"}),
+         "triggers: a list is required"),
     ],
 )
 def test_bad_specs_name_the_field(build, message: str) -> None:
