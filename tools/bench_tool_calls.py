@@ -4,13 +4,14 @@ the grammar forces, and how many tokens a target forward yields.
     python tools/bench_tool_calls.py [--model demo --draft-model demo-draft] [--maskbench 40]
                                      [--seed 0] [--max-new-tokens 320] [--threads 2] [--json out.json]
 
-Definitions: the BFCL-style functions of ``tools/tool_definitions.json`` (32) plus ``--maskbench``
-MaskBench object schemas used as ``parameters`` (a stratified sample of those that convert
-exactly, whose prompt fits the model's context and whose shortest call takes at most half of
-``--max-new-tokens``). Each function is called alone, as
-``tool_choice`` names it: the chat messages ask for it, the tools go through the chat template
-(the bundled models' has none: the fallback format), and the reply is decoded greedily,
-speculatively, under the tool-call structural tag. Reported: calls whose arguments validate
+Definitions: the BFCL-style functions of ``tools/tool_definitions.json`` (32, each with a user
+request that gives the argument values) plus ``--maskbench`` MaskBench object schemas used as
+``parameters`` (a stratified sample of those that convert exactly, have a valid instance -- the
+request passes it as data --, whose prompt fits the model's context and whose shortest call takes
+at most half of ``--max-new-tokens``). Each function is called alone, as ``tool_choice`` names
+it: the user message is the request, the tool goes through the chat template (the bundled
+models' has none: the fallback format), and the reply is decoded greedily, speculatively, under
+the tool-call structural tag. Reported: calls whose arguments validate
 (``jsonschema``, the schema's own draft), the share of the call's tokens the grammar forced (the
 generated token was the first of the forced continuation's tokens), tokens per target forward
 (median and spread), and seconds per call.
@@ -53,39 +54,49 @@ def handwritten() -> list[dict[str, Any]]:
 
 
 def maskbench_functions(count: int, seed: int, fits: Any = None) -> list[dict[str, Any]]:
-    """``count`` MaskBench object schemas as function definitions (stratified, reproducible);
-    ``fits(definition)`` may pass over one (a prompt too long for the model)."""
-    from _assets import load_case, maskbench_files, stratified_sample
+    """``count`` MaskBench object schemas with a valid instance, as function definitions whose
+    request carries that instance (stratified, reproducible); ``fits(definition)`` may pass over
+    one (a prompt too long for the model)."""
+    from _assets import maskbench_files, stratified_sample
 
     from structspec import Grammar, SchemaError
 
     def usable(path: Path) -> bool:
-        schema = load_case(path).schema
-        if not isinstance(schema, dict) or schema.get("type") != "object":
+        function = _as_function(path)
+        if function is None:
             return False
         try:
-            Grammar.from_json_schema(schema)
+            Grammar.from_json_schema(function["parameters"])
         except (SchemaError, ValueError):
             return False
-        return fits is None or fits(_as_function(path, schema))
+        return fits is None or fits(function)
 
-    return [_as_function(path, load_case(path).schema) for path in stratified_sample(
-        maskbench_files(), count, seed, usable)]
+    return [_as_function(path) for path in stratified_sample(maskbench_files(), count, seed, usable)]
 
 
-def _as_function(path: Path, schema: dict[str, Any]) -> dict[str, Any]:
+def _as_function(path: Path) -> dict[str, Any] | None:
+    """A MaskBench object schema as a function, asked for with its first valid instance."""
+    from _assets import compact_json, load_case
+
+    case = load_case(path)
+    schema = case.schema
+    valid = [instance.data for instance in case.instances if instance.valid and isinstance(instance.data, dict)]
+    if not isinstance(schema, dict) or schema.get("type") != "object" or not valid:
+        return None
     name = re.sub(r"[^A-Za-z0-9_-]", "_", path.stem.replace("---", "_"))[:64]
-    description = schema.get("description") or schema.get("title") or f"MaskBench {path.stem}"
-    return {"name": name, "description": str(description)[:200], "parameters": schema}
+    description = str(schema.get("description") or schema.get("title") or f"MaskBench {path.stem}")[:200]
+    request = f"Call {name} with this data: {compact_json(valid[0])}"
+    return {"name": name, "description": description, "parameters": schema, "request": request}
 
 
 def tool_of(function: dict[str, Any]) -> dict[str, Any]:
-    """The OpenAI tool of a function definition."""
-    return {"type": "function", "function": function}
+    """The OpenAI tool of a function definition (its request aside)."""
+    return {"type": "function", "function": {k: v for k, v in function.items() if k != "request"}}
 
 
 def messages_for(function: dict[str, Any]) -> list[dict[str, str]]:
-    return [{"role": "user", "content": f"Please call {function['name']}: {function.get('description', '')}"}]
+    """The user's request that the call answers."""
+    return [{"role": "user", "content": function["request"]}]
 
 
 def call(generator: Any, function: dict[str, Any], max_new_tokens: int, speculative: Any) -> Outcome:
