@@ -7,8 +7,8 @@ the grammar forces, and how many tokens a target forward yields.
 Definitions: the BFCL-style functions of ``tools/tool_definitions.json`` (32, each with a user
 request that gives the argument values) plus ``--maskbench`` MaskBench object schemas used as
 ``parameters`` (a stratified sample of those that convert exactly, have a valid instance -- the
-request passes it as data --, whose prompt fits the model's context and whose shortest call takes
-at most half of ``--max-new-tokens``). Each function is called alone, as ``tool_choice`` names
+request passes it as data --, whose prompt fits the model's context and whose shortest call fits
+in ``--max-new-tokens``). Each function is called alone, as ``tool_choice`` names
 it: the user message is the request, the tool goes through the chat template (the bundled
 models' has none: the fallback format), and the reply is decoded greedily, speculatively, under
 the tool-call structural tag. Reported: calls whose arguments validate
@@ -134,7 +134,8 @@ def call_tag(function: dict[str, Any]) -> Any:
 
 def fitting(generator: Any, max_new_tokens: int) -> Any:
     """A test of whether a call of a function fits the model: its prompt plus ``max_new_tokens``
-    in the context, and its shortest call in ``max_new_tokens`` (else no decoding completes it)."""
+    in the context, and its shortest call (one byte per token) in ``max_new_tokens`` (else no
+    decoding is sure to complete it)."""
     from structspec.generation.prompt import prompt_ids
 
     context = getattr(generator.model.config, "max_position_embeddings", 1 << 30)
@@ -144,7 +145,7 @@ def fitting(generator: Any, max_new_tokens: int) -> Any:
         if len(prompt) + max_new_tokens > context:
             return False
         _, compiled = generator.compile(call_tag(function))
-        return compiled.matcher().tokens_to_finish() <= max_new_tokens // 2
+        return compiled.matcher().tokens_to_finish() <= max_new_tokens
 
     return fits
 
