@@ -8,6 +8,8 @@ from structspec.grammar.tags import StructuralTag, Tag
 from structspec.masks.compiled import CompiledGrammar, compile
 from structspec.tokens.vocabulary import Vocabulary
 
+__version__ = "0.1.0"
+
 __all__ = [
     "CompiledGrammar",
     "Generator",
@@ -15,6 +17,7 @@ __all__ = [
     "GrammarError",
     "Matcher",
     "ParseState",
+    "Request",
     "Result",
     "SchemaError",
     "SpecConfig",
@@ -28,7 +31,7 @@ __all__ = [
     "generate",
 ]
 
-_GENERATION = ("Generator", "Result", "SpecConfig", "generate")
+_GENERATION = ("Generator", "Request", "Result", "SpecConfig", "generate")
 
 
 def __getattr__(name: str):

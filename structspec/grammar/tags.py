@@ -271,11 +271,16 @@ class _Content:
     read: Callable[[str], Any]
 
 
+def _no_value(_text: str) -> None:
+    """A grammar's content has no value (a module function, so that a tag pickles)."""
+    return None
+
+
 def _content(content: Any) -> _Content:
     if isinstance(content, Grammar):
-        return _Content(content, lambda _text: None)
+        return _Content(content, _no_value)
     if isinstance(content, str):
-        return _Content(Grammar.from_gbnf(content), lambda _text: None)
+        return _Content(Grammar.from_gbnf(content), _no_value)
     if isinstance(content, (dict, bool)):
         return _Content(Grammar.from_json_schema(content), json.loads)
     from structspec.jsonschema.pydantic_models import adapter_reader, closed_schema, type_adapter

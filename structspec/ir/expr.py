@@ -7,6 +7,7 @@ can never match disappears instead of producing an invalid or useless rule.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -77,18 +78,20 @@ def chars(charset: CharSet) -> MaybeExpr:
 def seq(*items: MaybeExpr) -> MaybeExpr:
     """Concatenation; ``None`` when any part is ``None``. Adjacent literals are merged."""
     out: list[Expr] = []
+    text: list[str] = []  # adjacent literals, joined once (not copied again at each one)
     for item in items:
         if item is None:
             return None
-        parts = item.items if isinstance(item, Seq) else (item,)
-        for part in parts:
+        for part in item.items if isinstance(item, Seq) else (item,):
             if isinstance(part, Lit):
-                if not part.text:
-                    continue
-                if out and isinstance(out[-1], Lit):
-                    out[-1] = Lit(out[-1].text + part.text)
-                    continue
+                text.append(part.text)
+                continue
+            if any(text):
+                out.append(Lit("".join(text)))
+            text = []
             out.append(part)
+    if any(text):
+        out.append(Lit("".join(text)))
     if not out:
         return EMPTY
     return out[0] if len(out) == 1 else Seq(tuple(out))
@@ -104,29 +107,26 @@ def _char_members(item: Expr) -> CharSet | None:
 
 def alt(*items: MaybeExpr) -> MaybeExpr:
     """Alternation; ``None`` branches are dropped, single characters are merged into classes."""
-    flat: list[Expr] = []
+    flat: dict[Expr, None] = {}  # insertion-ordered set: linear in the number of branches
     for item in items:
         if item is None:
             continue
         for part in item.items if isinstance(item, Alt) else (item,):
-            if part not in flat:
-                flat.append(part)
+            flat.setdefault(part)
     merged: list[Expr] = []
-    charset: CharSet | None = None
-    position = 0
+    ranges: list[tuple[int, int]] = []
+    position = -1
     for part in flat:
         members = _char_members(part)
         if members is None:
             merged.append(part)
             continue
-        if charset is None:
+        if position < 0:
             position = len(merged)
             merged.append(part)
-            charset = members
-        else:
-            charset = charset | members
-    if charset is not None:
-        merged[position] = chars(charset)  # type: ignore[assignment]
+        ranges += members.ranges
+    if position >= 0:
+        merged[position] = chars(CharSet.of(ranges))  # type: ignore[assignment]
     if not merged:
         return None
     if EMPTY in merged and len(merged) > 1:
@@ -183,7 +183,12 @@ def _escape_char(c: str, in_class: bool) -> str:
     return f"\\U{cp:08X}"
 
 
+_PRINTABLE = re.compile(r'[ !#-\[\]-~]*')  # printable ASCII but '"' and '\\': written as is
+
+
 def render_literal(text: str) -> str:
+    if _PRINTABLE.fullmatch(text):
+        return f'"{text}"'
     return '"' + "".join(_escape_char(c, False) for c in text) + '"'
 
 
@@ -248,11 +253,13 @@ def _suffix(low: int, high: int | None) -> str:
 
 def format_rule(name: str, expr: Expr, width: int = 100) -> str:
     """``name ::= expr``, breaking a long top-level alternation onto ``|`` lines."""
-    text = render(expr)
-    if isinstance(expr, Alt) and len(name) + len(text) + 5 > width:
+    if not isinstance(expr, Alt):
+        return f"{name} ::= {render(expr)}"
+    items = [render(item) for item in expr.items]
+    if len(name) + sum(len(item) + 3 for item in items) + 2 > width:
         pad = " " * (len(name) + 3)
-        return f"{name} ::= " + f"\n{pad}| ".join(render(item) for item in expr.items)
-    return f"{name} ::= {text}"
+        return f"{name} ::= " + f"\n{pad}| ".join(items)
+    return f"{name} ::= " + " | ".join(items)
 
 
 # -- analysis and rewriting --------------------------------------------------------------------
@@ -293,13 +300,15 @@ def substitute(expr: MaybeExpr, replace: Callable[[Ref], MaybeExpr]) -> MaybeExp
 def references(expr: MaybeExpr) -> set[str]:
     """Names of the rules ``expr`` refers to."""
     found: set[str] = set()
-
-    def walk(node: MaybeExpr) -> MaybeExpr:
+    pending = [expr]
+    while pending:
+        node = pending.pop()
         if isinstance(node, Ref):
             found.add(node.name)
-        return node
-
-    substitute(expr, walk)
+        elif isinstance(node, (Seq, Alt)):
+            pending += node.items
+        elif isinstance(node, Rep):
+            pending.append(node.item)
     return found
 
 

@@ -3,7 +3,9 @@
 Modules: :mod:`~structspec.server.app` (routes), :mod:`~structspec.server.protocol` (request
 bodies), :mod:`~structspec.server.body` (reading them within limits),
 :mod:`~structspec.server.openai_format` (replies and the event stream),
-:mod:`~structspec.server.limits`, :mod:`~structspec.server.constraints` (grammar LRU cache),
+:mod:`~structspec.server.limits`, :mod:`~structspec.server.constraints` (grammar cache),
+:mod:`~structspec.server.compile_pool` (compiling in child processes),
+:mod:`~structspec.server.collector` (garbage-collector pauses),
 :mod:`~structspec.server.engine` (the model behind the routes), :mod:`~structspec.server.worker`
 (one generation at a time), :mod:`~structspec.server.errors` and
 :mod:`~structspec.server.handlers` (the error format). FastAPI and Starlette are imported only

@@ -1,69 +1,149 @@
-"""Grammars for requests, with an LRU cache so a repeated schema or grammar skips conversion and compilation.
+"""Compiled grammars for requests: built off the generation worker, shared, and cached within a byte budget.
 
 The cache key is the canonical text of the constraint: compact JSON for a schema (key order
 kept, since property order decides the order of the generated members), the exact text for
-GBNF. The cache holds the :class:`~structspec.Grammar`, which also keeps its compiled token
-masks alive in :func:`structspec.compile`'s per-grammar cache.
+GBNF. An entry is the :class:`~structspec.masks.compiled.CompiledGrammar` for the served
+model's vocabulary, with the token masks it has computed so far. Entries are bounded by count
+(``Limits.cache_size``) and by their estimated bytes (``Limits.cache_bytes``), measured again
+at every lookup because masks accumulate while requests decode; the least recently used go
+first.
+
+A request's tools make one entry (:meth:`ConstraintCache.from_tools`): the structural tag of
+its calls, built in the child process as a whole, and its compiled grammar.
+
+A miss converts and compiles in a :class:`~structspec.server.compile_pool.CompilePool` child
+process, within ``Limits.compile_timeout`` seconds, so a big schema never holds the
+interpreter lock that the generation worker needs. Concurrent requests for a constraint being
+compiled wait for that one compilation instead of starting their own.
 """
 
 from __future__ import annotations
 
 import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, TypeVar
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
 
 from structspec.errors import GrammarError, SchemaError, SchemaRelaxedWarning
 from structspec.grammar import Grammar
+from structspec.grammar.tags import StructuralTag
+from structspec.lru import BoundedCache
+from structspec.masks.compiled import CompiledGrammar
+from structspec.masks.compiled import compile as compile_grammar
+from structspec.server.compile_pool import CompilePool, CompileTimeout
 from structspec.server.errors import APIError, grammar_error, schema_error
 from structspec.server.limits import Limits
+from structspec.tokens.vocabulary import Vocabulary
 
 JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
-T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class CompiledTag:
+    """A structural tag (the reply's reading) and its grammar compiled for the vocabulary."""
+
+    tag: StructuralTag
+    compiled: CompiledGrammar
+
+    @property
+    def nbytes(self) -> int:
+        """Estimated bytes, as the cache weighs them (the compiled grammar's)."""
+        return self.compiled.nbytes
+
+
+Entry = CompiledGrammar | CompiledTag
 
 
 class ConstraintCache:
-    """Thread-safe LRU of grammars built from request schemas and GBNF text (and of what is
-    built from them, such as a request's tool-calling structural tag)."""
+    """Thread-safe: grammars built from request schemas and GBNF text, compiled for ``vocabulary``."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, vocabulary: Vocabulary, pool: CompilePool | None = None) -> None:
         self._limits = limits
-        self._entries: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._vocabulary = vocabulary
+        self._pool = pool or CompilePool(limits.compile_processes, limits.compile_timeout)
+        self._entries: BoundedCache[tuple[str, str], Entry] = BoundedCache(
+            max_entries=limits.cache_size, max_bytes=limits.cache_bytes, weigh=_compiled_bytes)
+        self._pending: dict[tuple[str, str], Future[Entry]] = {}
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
+        self.shared = 0
+        """Requests that waited for a compilation another request had started."""
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def from_schema(self, schema: Any, param: str, *, strict: bool = True) -> Grammar:
+    def stats(self) -> dict[str, Any]:
+        """What ``GET /health`` reports: entries, estimated bytes, hits, misses, evictions,
+        shared compilations and compilations stopped by the time limit."""
+        return {**self._entries.stats(), "max_bytes": self._limits.cache_bytes, "shared": self.shared,
+                "timeouts": self._pool.timeouts}
+
+    def from_schema(self, schema: Any, param: str, *, strict: bool = True) -> CompiledGrammar:
         """The grammar of JSON valid under ``schema``; HTTP 400 naming the JSON pointer when it cannot be enforced."""
         canonical = self._limits.check_schema(schema, param)
-        key = ("schema" if strict else "schema-relaxed", canonical)
-        return self.get_or_build(key, lambda: _schema(schema, param, strict))
+        return self._get(("schema" if strict else "schema-relaxed", canonical), param, schema_grammar, schema, param, strict)
 
-    def from_gbnf(self, text: str, param: str) -> Grammar:
+    def from_gbnf(self, text: str, param: str) -> CompiledGrammar:
         """The grammar of GBNF ``text``; HTTP 400 naming line:column when it is malformed."""
         self._limits.check_grammar(text, param)
-        return self.get_or_build(("gbnf", text), lambda: _gbnf(text, param))
+        return self._get(("gbnf", text), param, _gbnf, text, param)
 
-    def get_or_build(self, key: tuple[str, str], build: Callable[[], T]) -> T:
-        """The entry under ``key`` (a kind and a canonical text), built by ``build`` on a miss."""
+    def from_tools(self, key: str, param: str, build: Callable[..., StructuralTag], *args: Any) -> CompiledTag:
+        """The structural tag ``build(*args)`` makes (in a compile process), under ``key`` (its
+        canonical text); errors as ``build`` raises them, or ``compile_timeout`` naming ``param``."""
+        return self._get(("tools", key), param, build, *args)
+
+    def warm(self) -> None:
+        """Start a compile process now (it takes about a second), so the first miss need not wait."""
+        self._pool.warm()
+
+    def close(self) -> None:
+        """Stop the compile processes."""
+        self._pool.close()
+
+    def _get(self, key: tuple[str, str], param: str, build: Callable[..., Any], *args: Any) -> Any:
+        self._entries.reweigh()  # masks computed by earlier requests count from now on
+        found = self._entries.get(key, None)
+        if found is not None:
+            return found
         with self._lock:
-            grammar = self._entries.get(key)
-            if grammar is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-                return grammar
-        grammar = build()
-        with self._lock:
-            self.misses += 1
-            self._entries[key] = grammar
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._limits.cache_size:
-                self._entries.popitem(last=False)
-        return grammar
+            pending = self._pending.get(key)
+            owner = pending is None
+            if owner:
+                pending = self._pending[key] = Future()
+            else:
+                self.shared += 1
+        if not owner:
+            return pending.result()
+        try:
+            compiled = self._entries.put(key, self._compile(param, build, *args))
+            pending.set_result(compiled)
+            return compiled
+        except BaseException as exc:
+            pending.set_exception(exc)
+            raise
+        finally:
+            with self._lock:
+                del self._pending[key]
+
+    def _compile(self, param: str, build: Callable[..., Grammar | StructuralTag], *args: Any) -> Entry:
+        try:
+            built = self._pool.run(build, *args)
+        except CompileTimeout:
+            raise APIError(
+                f"{param}: compiling this constraint took longer than the server's limit of "
+                f"{self._limits.compile_timeout:g} s; simplify it (fewer properties, smaller counts)",
+                param=param,
+                code="compile_timeout",
+            ) from None
+        if isinstance(built, StructuralTag):
+            return CompiledTag(built, compile_grammar(built.grammar, self._vocabulary))
+        return compile_grammar(built, self._vocabulary)
+
+
+def _compiled_bytes(_key: tuple[str, str], compiled: Entry) -> int:
+    return compiled.nbytes
 
 
 def _gbnf(text: str, param: str) -> Grammar:
@@ -73,7 +153,9 @@ def _gbnf(text: str, param: str) -> Grammar:
         raise grammar_error(exc, param) from None
 
 
-def _schema(schema: Any, param: str, strict: bool) -> Grammar:
+def schema_grammar(schema: Any, param: str, strict: bool) -> Grammar:
+    """The grammar of ``schema`` (run in a compile process); HTTP 400 naming ``param`` and the
+    JSON pointer when it cannot be enforced."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SchemaRelaxedWarning)

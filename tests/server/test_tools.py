@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 import httpx
@@ -232,6 +233,33 @@ def test_history_with_calls_and_results(client: Any) -> None:
     assert_valid_calls(reply.choices[0].message, set(SCHEMAS))
 
 
+def test_concurrent_requests_decode_in_one_batch_as_they_would_alone(client: Any, monkeypatch: Any) -> None:
+    from structspec.server.engine import EngineBatch
+
+    requests = [
+        {"tool_choice": "required", "parallel_tool_calls": False},
+        {"tool_choice": {"type": "function", "function": {"name": "find_flights"}}},
+        {"tool_choice": "none", "max_tokens": 12},
+        {"tool_choice": "auto", "parallel_tool_calls": False},
+    ]
+
+    def ask(options: dict[str, Any]) -> Any:
+        reply = client.chat.completions.create(model=MODEL_ID, messages=MESSAGES, tools=TOOLS, **options)
+        choice = reply.choices[0]
+        calls = [(c.function.name, c.function.arguments) for c in choice.message.tool_calls or ()]
+        return choice.finish_reason, choice.message.content, calls
+
+    alone = [ask(options) for options in requests]
+    rows: list[int] = []
+    step = EngineBatch.step
+    monkeypatch.setattr(EngineBatch, "step", lambda self: (rows.append(len(self)), step(self))[1])
+    with ThreadPoolExecutor(len(requests)) as pool:
+        together = list(pool.map(ask, requests))
+    assert max(rows) > 1  # the requests shared target forwards
+    assert together == alone
+    assert [reason for reason, _, _ in alone] == ["tool_calls", "tool_calls", alone[2][0], "tool_calls"]
+
+
 def bad(http: httpx.Client, **body: Any) -> dict[str, Any]:
     response = http.post("/v1/chat/completions", json={"messages": MESSAGES, **body})
     assert response.status_code == 400, response.text
@@ -244,12 +272,12 @@ def test_unsupported_schema_names_the_tool_and_pointer(http: httpx.Client) -> No
     tool = {"type": "function", "function": {"name": "tag", "strict": True, "parameters": {
         "type": "object", "properties": {"labels": {"type": "array", "uniqueItems": True}}}}}
     error = bad(http, tools=[WEATHER, tool])
-    assert error["param"] == "tools.1.function.parameters#/properties/labels/uniqueItems"
+    assert error["param"] == "tools[1].function.parameters#/properties/labels/uniqueItems"
     assert "tool 'tag'" in error["message"] and error["code"] == "unsupported_schema"
     invalid = {"type": "function", "function": {"name": "odd", "parameters": {"type": "object",
                                                                                "properties": {"n": {"type": 5}}}}}
     error = bad(http, tools=[invalid])
-    assert error["param"] == "tools.0.function.parameters#/properties/n/type" and "tool 'odd'" in error["message"]
+    assert error["param"] == "tools[0].function.parameters#/properties/n/type" and "tool 'odd'" in error["message"]
 
 
 def test_relaxed_schema_is_accepted_without_strict(http: httpx.Client) -> None:
@@ -267,22 +295,22 @@ def test_relaxed_schema_is_accepted_without_strict(http: httpx.Client) -> None:
 @pytest.mark.parametrize(
     ("body", "param", "code", "fragment"),
     [
-        ({"tools": [WEATHER, WEATHER]}, "tools.1.function.name", "duplicate_tool_name", "'get_weather'"),
+        ({"tools": [WEATHER, WEATHER]}, "tools[1].function.name", "duplicate_tool_name", "'get_weather'"),
         ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
          "tool_choice.function.name", "unknown_tool", "'nope'"),
         ({"tool_choice": "required"}, "tool_choice", "invalid_value", "at least one tool"),
         ({"tools": [], "tool_choice": "required"}, "tool_choice", "invalid_value", "at least one tool"),
         ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
           "response_format": {"type": "json_object"}}, "tool_choice", "conflicting_constraints", "tool_choice"),
-        ({"tools": [{"type": "retrieval"}]}, "tools.0.type", "invalid_value", "tools.0.type"),
-        ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools.0.function.name",
+        ({"tools": [{"type": "retrieval"}]}, "tools[0].type", "invalid_value", "tools[0].type"),
+        ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools[0].function.name",
          "invalid_value", "pattern"),
         ({"tool_choice": "sometimes", "tools": [WEATHER]}, "tool_choice", "invalid_value", "tool_choice"),
-        ({"messages": [{"role": "tool", "content": "21"}]}, "messages.0", "invalid_value", "tool_call_id"),
-        ({"messages": [{"role": "user", "content": None}]}, "messages.0", "invalid_value", "content is required"),
+        ({"messages": [{"role": "tool", "content": "21"}]}, "messages[0]", "invalid_value", "tool_call_id"),
+        ({"messages": [{"role": "user", "content": None}]}, "messages[0]", "invalid_value", "content is required"),
         ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
                                                              "function": {"name": "f", "arguments": "{oops"}}]}]},
-         "messages.0.tool_calls.0.function.arguments", "invalid_value", "JSON"),
+         "messages[0].tool_calls[0].function.arguments", "invalid_value", "JSON"),
     ],
 )
 def test_bad_tool_requests_get_400(http: httpx.Client, body: dict, param: str, code: str, fragment: str) -> None:
