@@ -82,7 +82,8 @@ class ConstraintCache:
     def from_schema(self, schema: Any, param: str, *, strict: bool = True) -> CompiledGrammar:
         """The grammar of JSON valid under ``schema``; HTTP 400 naming the JSON pointer when it cannot be enforced."""
         canonical = self._limits.check_schema(schema, param)
-        return self._get(("schema" if strict else "schema-relaxed", canonical), param, schema_grammar, schema, param, strict)
+        key = ("schema" if strict else "schema-relaxed", canonical)
+        return self._get(key, param, schema_grammar, schema, param, strict)
 
     def from_gbnf(self, text: str, param: str) -> CompiledGrammar:
         """The grammar of GBNF ``text``; HTTP 400 naming line:column when it is malformed."""

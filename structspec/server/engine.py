@@ -138,8 +138,8 @@ class EngineBatch:
         from structspec.generation.sequence import Request
 
         try:
-            sequence = self.engine.generator.sequence(Request(job.messages, job.grammar, **asdict(job.sampling), tools=job.tools),
-                                                      self.engine.speculative)
+            request = Request(job.messages, job.grammar, **asdict(job.sampling), tools=job.tools)
+            sequence = self.engine.generator.sequence(request, self.engine.speculative)
         except ContextLengthError as exc:
             raise APIError(
                 f"{job.prompt_field}: {exc}; shorten the {job.prompt_field} or ask for fewer tokens",
