@@ -10,8 +10,10 @@ from structspec.grammar.gbnf.analysis import grammar_errors, rule_table
 from structspec.grammar.gbnf.ast import Rule
 from structspec.grammar.gbnf.parser import parse_gbnf
 from structspec.grammar.gbnf.printer import format_rules
+from structspec.grammar.given import comments, stand_ins
 from structspec.grammar.parse_state import ParseState
 from structspec.grammar.ruleset import RuleSet
+from structspec.ir.byte_automaton import ByteAutomaton
 
 
 class Grammar:
@@ -21,29 +23,44 @@ class Grammar:
     :class:`~structspec.grammar.parse_state.ParseState` of this grammar refers to it without copying.
     """
 
-    __slots__ = ("__weakref__", "_root", "_rules", "_ruleset", "_source")
+    __slots__ = ("__weakref__", "_automata", "_root", "_rules", "_ruleset", "_source")
 
-    def __init__(self, rules: Mapping[str, Rule], root: str, ruleset: RuleSet, source: str) -> None:
+    def __init__(
+        self,
+        rules: Mapping[str, Rule],
+        root: str,
+        ruleset: RuleSet,
+        source: str,
+        automata: Mapping[str, ByteAutomaton] | None = None,
+    ) -> None:
         self._rules = MappingProxyType(dict(rules))
         self._root = root
         self._ruleset = ruleset
         self._source = source
+        self._automata = MappingProxyType(dict(automata or {}))
 
     @classmethod
-    def from_gbnf(cls, text: str, root: str = "root") -> Grammar:
-        """Parse and compile GBNF text; raises :class:`~structspec.GrammarError` on bad input."""
+    def from_gbnf(
+        cls, text: str, root: str = "root", *, automata: Mapping[str, ByteAutomaton] | None = None
+    ) -> Grammar:
+        """Parse and compile GBNF text; raises :class:`~structspec.GrammarError` on bad input.
+
+        ``automata`` defines rules the text names but does not define, each by a deterministic
+        byte automaton built elsewhere (the spans of a source text: docs/grounded.md)."""
         parsed = parse_gbnf(text)
+        given = stand_ins(automata or {}, parsed.rules, text)
         # Syntax errors first: rules that failed to parse would cause follow-on errors.
-        problems = list(parsed.diagnostics) or grammar_errors(parsed.rules, root)
+        problems = list(parsed.diagnostics) or grammar_errors([*parsed.rules, *given], root)
         if problems:
             first = min(problems, key=lambda d: (d.line, d.column))
             raise first.to_error(text)
-        table, _ = rule_table(parsed.rules)
+        table, _ = rule_table([*parsed.rules, *given])
         try:
-            ruleset = compile_rules(table, root)
+            ruleset = compile_rules(table, root, automata)
         except CompileLimitError as exc:
             raise exc.diagnostic.to_error(text) from None
-        return cls(table, root, ruleset, text)
+        own = {name: rule for name, rule in table.items() if name not in (automata or {})}
+        return cls(own, root, ruleset, text, automata)
 
     @classmethod
     def from_json_schema(
@@ -87,6 +104,11 @@ class Grammar:
         return self._rules
 
     @property
+    def automata(self) -> Mapping[str, ByteAutomaton]:
+        """Read-only mapping of the rules given as byte automata (see :meth:`from_gbnf`)."""
+        return self._automata
+
+    @property
     def ruleset(self) -> RuleSet:
         """The compiled, shared rule set (automata over bytes)."""
         return self._ruleset
@@ -97,8 +119,10 @@ class Grammar:
         return self._source
 
     def to_gbnf(self) -> str:
-        """GBNF text for this grammar; parsing it gives an equivalent grammar."""
-        return format_rules(self._rules.values())
+        """GBNF text for this grammar; parsing it gives an equivalent grammar. Rules given as
+        automata print as comments (``# name ::= (given as ...)``): parse the text with
+        ``automata=grammar.automata`` to have them back."""
+        return format_rules(self._rules.values()) + comments(self._automata)
 
     def initial_state(self) -> ParseState:
         """The parse state before any input."""
