@@ -64,7 +64,14 @@ class Grammar:
 
     @classmethod
     def from_json_schema(
-        cls, schema: dict | str, *, whitespace: str = "compact", strict: bool = True, property_order: str = "schema"
+        cls,
+        schema: dict | str,
+        *,
+        whitespace: str = "compact",
+        strict: bool = True,
+        property_order: str = "schema",
+        source: str | None = None,
+        grounded: bool = False,
     ) -> Grammar:
         """A grammar whose sentences are exactly the JSON documents valid under ``schema``.
 
@@ -73,18 +80,30 @@ class Grammar:
         :class:`~structspec.errors.SchemaRelaxedWarning`, listing what was relaxed. Declared
         properties come in schema order; ``property_order="any"`` accepts any order (to check
         documents written elsewhere; generation is more predictable in schema order).
-        """
-        from structspec.jsonschema import schema_to_gbnf
 
-        text = schema_to_gbnf(schema, whitespace=whitespace, strict=strict, property_order=property_order)
-        return cls.from_gbnf(text)
+        ``source`` is the text that strings marked ``"x-grounded": true`` must be spans of;
+        ``grounded=True`` grounds every string value without ``enum``, ``const``, ``format`` or
+        ``pattern`` in it as well (docs/grounded.md).
+        """
+        from structspec.jsonschema import Grounding, convert_schema
+
+        if grounded and source is None:
+            raise ValueError("grounded=True needs the source text to ground strings in: pass source=...")
+        grounding = None if source is None else Grounding(source, every_string=grounded)
+        converted = convert_schema(
+            schema, whitespace=whitespace, strict=strict, property_order=property_order, grounding=grounding
+        )
+        return cls.from_gbnf(converted.text, automata=converted.automata)
 
     @classmethod
-    def from_pydantic(cls, model: type, *, whitespace: str = "compact") -> Grammar:
-        """A grammar for the JSON serialization of a Pydantic model class."""
+    def from_pydantic(
+        cls, model: type, *, whitespace: str = "compact", source: str | None = None, grounded: bool = False
+    ) -> Grammar:
+        """A grammar for the JSON serialization of a Pydantic model class (``source`` and
+        ``grounded`` as in :meth:`from_json_schema`; ``Annotated[str, Grounded()]`` marks a field)."""
         from structspec.jsonschema.pydantic_models import model_schema
 
-        return cls.from_json_schema(model_schema(model), whitespace=whitespace)
+        return cls.from_json_schema(model_schema(model), whitespace=whitespace, source=source, grounded=grounded)
 
     @classmethod
     def from_regex(cls, pattern: str) -> Grammar:

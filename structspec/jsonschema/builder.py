@@ -2,7 +2,9 @@
 
 Rule names follow schema paths (``root-address-street``), made GBNF-safe and unique. When the
 grammar is rendered, rules that can never finish (an unsatisfiable recursive definition) are
-removed together with every branch that needs them, and unreachable rules are dropped.
+removed together with every branch that needs them, and unreachable rules are dropped. Rules
+given as byte automata (:meth:`GrammarBuilder.give`) are referred to by name and rendered as
+comments.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import (
     Alt,
     Chars,
@@ -44,6 +47,7 @@ class GrammarBuilder:
     def __init__(self) -> None:
         self.rules: dict[str, MaybeExpr] = {}
         self.reserved: set[str] = set()
+        self.given: dict[str, ByteAutomaton] = {}
 
     def fresh(self, hint: str) -> str:
         """An unused rule name close to ``hint``."""
@@ -60,6 +64,12 @@ class GrammarBuilder:
     def define(self, name: str, expr: MaybeExpr) -> None:
         self.reserved.add(name)
         self.rules[name] = expr
+
+    def give(self, name: str, automaton: ByteAutomaton) -> Ref:
+        """A rule whose automaton is given rather than written (it must accept something)."""
+        self.reserved.add(name)
+        self.given[name] = automaton
+        return Ref(name)
 
     def rule(self, hint: str, expr: MaybeExpr) -> MaybeExpr:
         """``expr`` itself when it is short and simple, else a reference to a new rule."""
@@ -85,16 +95,19 @@ class GrammarBuilder:
         order = [root]
         seen = {root}
         for name in order:
-            for ref in sorted(references(rules[name]), key=list(rules).index):
+            refs = references(rules[name])
+            seen |= refs & self.given.keys()
+            for ref in sorted(refs - self.given.keys(), key=list(rules).index):
                 if ref not in seen:
                     seen.add(ref)
                     order.append(ref)
         ordered = [root] + [n for n in rules if n in seen and n != root]
-        return "\n".join(format_rule(n, rules[n]) for n in ordered) + "\n"
+        given = "".join(automaton.comment(n) for n, automaton in self.given.items() if n in seen)
+        return "\n".join(format_rule(n, rules[n]) for n in ordered) + "\n" + given
 
     def _productive(self) -> dict[str, Expr]:
         """Rules that derive at least one string, with dead references removed."""
-        alive: set[str] = set()
+        alive: set[str] = set(self.given)
         changed = True
         while changed:
             changed = False

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import jsonschema as jsonschema_lib
 import referencing.exceptions
 
 from structspec.errors import SchemaError, SchemaRelaxedWarning
+from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Expr, Lit, MaybeExpr, Ref, alt
 from structspec.jsonschema import helpers
 from structspec.jsonschema.arrays import array_expr
@@ -23,6 +25,7 @@ from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema.encoding import free_char, json_value_expr
 from structspec.jsonschema.expand import Expander
 from structspec.jsonschema.facets import Alternative, Facet, RefFacet, alternative_types, split
+from structspec.jsonschema.grounding import KEYWORD, GroundedStrings, Grounding
 from structspec.jsonschema.metaschema import metaschema_error
 from structspec.jsonschema.numeric import number_expr
 from structspec.jsonschema.objects import object_expr
@@ -37,7 +40,12 @@ class Converter:
     """One conversion: the document, the rules built so far and what was relaxed."""
 
     def __init__(
-        self, schema: Any, whitespace: str = "compact", strict: bool = True, property_order: str = "schema"
+        self,
+        schema: Any,
+        whitespace: str = "compact",
+        strict: bool = True,
+        property_order: str = "schema",
+        grounding: Grounding | None = None,
     ) -> None:
         if whitespace not in WHITESPACE:
             raise ValueError(f"whitespace must be one of {WHITESPACE}, not {whitespace!r}")
@@ -52,6 +60,7 @@ class Converter:
         if whitespace == "flexible":
             self.ws = self.builder.helper("ws", helpers.whitespace)
         self.expander = Expander(self)
+        self.grounded = GroundedStrings(grounding)
         cls = jsonschema_lib.validators.validator_for(schema, default=jsonschema_lib.Draft202012Validator)
         self._validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
         self._valid: dict[tuple[int, str], bool] = {}
@@ -222,7 +231,7 @@ class Converter:
         if candidates is None:
             return None
         out: list[Any] = []
-        for value in candidates:
+        for value in self.grounded.keep_values(facets, candidates):
             if not _contains(out, value) and all(self.is_valid(value, loc) for loc in meaning):
                 out.append(value)
         return out
@@ -233,6 +242,8 @@ class Converter:
 
     def _string(self, facets: list[Facet], name: str) -> MaybeExpr:
         spec = spec_from_facets(facets, self.relax)
+        if self.grounded.wanted(spec):
+            return self.grounded.string(self, spec, name, facets[0].loc.pointer)
         if spec.free() and spec.min_len == 0 and spec.max_len is None:
             return self.helper("string")
         return string_expr(self, spec, name)
@@ -285,7 +296,10 @@ class Converter:
             if values is not None:
                 finite = (finite or []) + [v for v in values if isinstance(v, str)]
                 continue
-            specs.append(spec_from_facets(facets, self.relax))
+            spec = spec_from_facets(facets, self.relax)
+            if spec.grounded is not None:
+                self.relax(spec.grounded, KEYWORD, "'x-grounded' applies to string values, not to property names")
+            specs.append(spec)
         if finite is None and not specs:
             finite = []
         return finite, specs
@@ -299,18 +313,30 @@ def _contains(values: list[Any], value: Any) -> bool:
     return any(jsonschema_lib._utils.equal(v, value) for v in values)
 
 
-def schema_to_gbnf(
+@dataclass(frozen=True)
+class ConvertedSchema:
+    """A schema's grammar: GBNF ``text`` and the rules it names that are given as byte
+    automata (grounded strings); ``Grammar.from_gbnf(text, automata=automata)`` compiles it."""
+
+    text: str
+    automata: dict[str, ByteAutomaton]
+
+
+def convert_schema(
     schema: dict[str, Any] | bool | str,
     *,
     whitespace: str = "compact",
     strict: bool = True,
     property_order: str = "schema",
-) -> str:
-    """Readable GBNF accepting exactly the JSON texts that validate against ``schema``.
+    grounding: Grounding | None = None,
+) -> ConvertedSchema:
+    """The grammar accepting exactly the JSON texts that validate against ``schema``.
 
     ``property_order="schema"`` writes declared properties in schema order (or required ones
     first); ``"any"`` accepts them in any order, for checking documents written elsewhere (see
-    :mod:`structspec.jsonschema.objects` for its size limit).
+    :mod:`structspec.jsonschema.objects` for its size limit). ``grounding`` names the source
+    text that grounded strings (``"x-grounded": true``, or every plain string) must be spans of
+    (docs/grounded.md).
 
     ``schema`` is a dict (or boolean) or its JSON text. With ``strict=True`` anything that cannot
     be enforced exactly raises :class:`~structspec.errors.SchemaError` (``.pointer``,
@@ -324,4 +350,22 @@ def schema_to_gbnf(
             raise SchemaError(f"schema is not valid JSON: {exc}", "", "") from None
     if not isinstance(schema, (dict, bool)):
         raise SchemaError("a schema must be an object or a boolean", "", "")
-    return Converter(schema, whitespace, strict, property_order).convert()
+    converter = Converter(schema, whitespace, strict, property_order, grounding)
+    text = converter.convert()
+    return ConvertedSchema(text, dict(converter.builder.given))
+
+
+def schema_to_gbnf(
+    schema: dict[str, Any] | bool | str,
+    *,
+    whitespace: str = "compact",
+    strict: bool = True,
+    property_order: str = "schema",
+    grounding: Grounding | None = None,
+) -> str:
+    """Readable GBNF for :func:`convert_schema`'s grammar (rules given as automata are
+    comments in it)."""
+    converted = convert_schema(
+        schema, whitespace=whitespace, strict=strict, property_order=property_order, grounding=grounding
+    )
+    return converted.text
