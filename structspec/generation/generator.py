@@ -70,14 +70,20 @@ class Generator:
         self._cache_size = cache_size
         self._tree_attention = tree_attention(self.model)
 
-    def compile(self, constraint: Any) -> tuple[Constraint, CompiledGrammar]:
-        """The constraint read as a grammar and compiled for this vocabulary (cached)."""
+    def compile(
+        self, constraint: Any, *, source: str | None = None, grounded: bool = False
+    ) -> tuple[Constraint, CompiledGrammar]:
+        """The constraint read as a grammar (strings grounded in ``source`` as
+        :meth:`generate` says) and compiled for this vocabulary (cached). The returned
+        :class:`Constraint` can be passed to :meth:`generate` as the constraint itself."""
         key = _cache_key(constraint)
+        if key is not None and source is not None:
+            key = (key, source, grounded)
         hit = self._compiled.get(key) if key is not None else None
         if hit is not None:
             self._compiled.move_to_end(key)
             return hit
-        parsed = to_constraint(constraint)
+        parsed = to_constraint(constraint, source=source, grounded=grounded)
         entry = (parsed, compile_grammar(parsed.grammar, self.vocabulary))
         if key is not None:
             self._compiled[key] = entry
@@ -97,6 +103,8 @@ class Generator:
         seed: int | None = None,
         speculative: SpecConfig | None = None,
         stream: bool = False,
+        source: str | None = None,
+        grounded: bool = False,
     ) -> Result | Stream:
         """Generate a continuation of ``prompt`` (text, or chat messages) that follows
         ``constraint`` (a Grammar, GBNF text, a JSON Schema dict or a Pydantic model class).
@@ -104,11 +112,16 @@ class Generator:
         ``speculative=None`` decodes one token per target forward; a :class:`SpecConfig` drafts
         and verifies (same output distribution; token-identical when greedy). Returns a
         :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
+
+        ``source`` (a schema or Pydantic constraint): the text that strings marked
+        ``"x-grounded": true`` (``Annotated[str, Grounded()]``) must copy a span of;
+        ``grounded=True`` grounds every string without ``enum``, ``const``, ``format`` or
+        ``pattern`` as well (docs/grounded.md).
         """
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
         sampling = Sampling(temperature, top_k, top_p)
-        parsed, compiled = self.compile(constraint)
+        parsed, compiled = self.compile(constraint, source=source, grounded=grounded)
         ids = prompt_ids(self.tokenizer, prompt)
         rng = torch.Generator()
         if seed is None:

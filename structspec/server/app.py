@@ -86,7 +86,9 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
         job = parse(ExtractRequest, await read_json(request, limits.max_body_bytes))
         engine.check_model(job.model)
         sampling = _sampling(job, limits.tokens(job.max_tokens, "max_tokens"))
-        grammar = await run_in_threadpool(cache.from_schema, job.schema_, "schema")
+        grammar = await run_in_threadpool(
+            lambda: cache.from_schema(job.schema_, "schema", source=job.text, grounded=job.grounded)
+        )
         messages = engine.extraction_messages(job.text, job.schema_, job.instructions)
         completion = await _complete(request, worker.submit(engine.job(messages, grammar, sampling)))
         try:

@@ -26,7 +26,7 @@ class ConstraintCache:
 
     def __init__(self, limits: Limits) -> None:
         self._limits = limits
-        self._entries: OrderedDict[tuple[str, str], Grammar] = OrderedDict()
+        self._entries: OrderedDict[tuple[Any, ...], Grammar] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -34,17 +34,26 @@ class ConstraintCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def from_schema(self, schema: Any, param: str, *, strict: bool = True) -> Grammar:
-        """The grammar of JSON valid under ``schema``; HTTP 400 naming the JSON pointer when it cannot be enforced."""
+    def from_schema(
+        self, schema: Any, param: str, *, strict: bool = True, source: str | None = None, grounded: bool = False
+    ) -> Grammar:
+        """The grammar of JSON valid under ``schema``; HTTP 400 naming the JSON pointer when it cannot be enforced.
+
+        ``source`` is the text grounded strings copy from (``"x-grounded": true``, or with ``grounded`` every
+        plain string); it is part of the cache key only where the schema grounds something."""
         canonical = self._limits.check_schema(schema, param)
-        return self._get(("schema" if strict else "schema-relaxed", canonical), lambda: _schema(schema, param, strict))
+        if not grounded and '"x-grounded"' not in canonical:
+            source = None
+        kind = "schema" if strict else "schema-relaxed"
+        key = (kind, canonical) if source is None else (kind, canonical, source, grounded)
+        return self._get(key, lambda: _schema(schema, param, strict, source, grounded))
 
     def from_gbnf(self, text: str, param: str) -> Grammar:
         """The grammar of GBNF ``text``; HTTP 400 naming line:column when it is malformed."""
         self._limits.check_grammar(text, param)
         return self._get(("gbnf", text), lambda: _gbnf(text, param))
 
-    def _get(self, key: tuple[str, str], build: Any) -> Grammar:
+    def _get(self, key: tuple[Any, ...], build: Any) -> Grammar:
         with self._lock:
             grammar = self._entries.get(key)
             if grammar is not None:
@@ -68,11 +77,11 @@ def _gbnf(text: str, param: str) -> Grammar:
         raise grammar_error(exc, param) from None
 
 
-def _schema(schema: Any, param: str, strict: bool) -> Grammar:
+def _schema(schema: Any, param: str, strict: bool, source: str | None = None, grounded: bool = False) -> Grammar:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SchemaRelaxedWarning)
-            return Grammar.from_json_schema(schema, strict=strict)
+            return Grammar.from_json_schema(schema, strict=strict, source=source, grounded=grounded)
     except SchemaError as exc:
         raise schema_error(exc, param, _unsupported(schema)) from None
     except GrammarError as exc:

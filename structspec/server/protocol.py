@@ -83,3 +83,4 @@ class ExtractRequest(Sampling):
     text: str
     schema_: dict[str, Any] = Field(alias="schema")
     instructions: str | None = None
+    grounded: bool = False  # every plain string value must copy a span of ``text`` (docs/grounded.md)
