@@ -468,11 +468,12 @@ def _assemble(names: list[str], dfas: list[_DFA], root: str, token_refs: tuple[T
     rank[order] = np.arange(len(order))
     byte_class = rank[byte_class.reshape(-1)].astype(np.int32)
     columns = columns[:, order]
-    parts = []
+    class_table = np.empty((total, columns.shape[1]), dtype=np.int32)  # filled in place: rules can be big
     for r, layout in enumerate(layouts):
-        moves = layout.table[:, columns[r]]
-        parts.append(np.where(moves >= 0, moves + offsets[r], -1))
-    class_table = np.concatenate(parts).astype(np.int32)
+        moves = class_table[offsets[r] : offsets[r] + sizes[r]]
+        np.take(layout.table, columns[r], axis=1, out=moves)
+        if offsets[r]:
+            moves[moves >= 0] += offsets[r]
     refs: list[tuple[tuple[int, int], ...]] = [()] * total
     token_edges: list[tuple[tuple[int, int], ...]] = [()] * total
     for r, layout in enumerate(layouts):
