@@ -25,7 +25,6 @@ Spelling = Callable[[str], "tuple[bytes, bytes] | None"]
 """A character's bytes and the other bytes its last byte may be instead (``b""``: none);
 ``None`` for a character that has no spelling."""
 
-_FREE = -1  # the length counter of a product state whose every continuation fits the bounds
 _PREFIX_BITS = 40  # a character's spelling takes at most 6 bytes: its proper prefixes fit in 40 bits
 _LEVEL_BITS = 3
 
@@ -116,43 +115,108 @@ def restrict_lengths(spans_of: SpanAutomaton, low: int, high: int | None, limit:
     """The spans of ``low`` to ``high`` characters (``None``: no upper bound).
 
     A state is paired with the length written so far only while that length still matters:
-    once every accepted continuation lands inside the bounds, the pair becomes the state alone.
+    once every accepted continuation lands inside the bounds (known from each state's shortest
+    and longest accepted continuation), the pair becomes the state alone, and stays so. The
+    counted pairs are built a length at a time with numpy (an exact ``maxLength`` over a long
+    text can need about one pair per character per allowed length).
     """
-    shortest, longest = _distances(spans_of)
+    order = _topological(spans_of)
+    shortest, longest = (np.array(d, dtype=np.int64) for d in _distances(spans_of, order))
     if shortest[0] < 0:
         return spans_of
+    edges = _Edges(spans_of)
+    big = np.iinfo(np.int64).max // 4
 
-    def counter(q: int, k: int) -> int | None:
-        if (high is not None and k + shortest[q] > high) or k + longest[q] < low:
-            return None  # nothing accepted from here fits
-        if k + shortest[q] >= low and (high is None or k + longest[q] <= high):
-            return _FREE
-        return k
+    def kinds(q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Which of the states ``q``, reached after ``k`` characters, are done counting, and which
+        can still end inside the bounds."""
+        top = big if high is None else high
+        alive = (k + shortest[q] <= top) & (k + longest[q] >= low)
+        free = alive & (k + shortest[q] >= low) & (k + longest[q] <= top)
+        return free, alive & ~free
 
-    start = counter(0, 0)
-    if start is None:
+    free0, counted0 = kinds(np.zeros(1, dtype=np.int64), 0)
+    if not (free0[0] or counted0[0]):
         return SpanAutomaton([{}], [False])
-    index = {(0, start): 0}
-    order = [(0, start)]
-    moves: list[dict[str, int]] = []
-    while len(moves) < len(order):
-        q, k = order[len(moves)]
-        out: dict[str, int] = {}
-        for char, t in spans_of.moves[q].items():
-            j = _FREE if k == _FREE else counter(t, k + 1)
-            if j is None:
-                continue
-            key = (t, j)
-            target = index.get(key)
-            if target is None:
-                target = index[key] = len(order)
-                order.append(key)
-                if len(order) > limit:
-                    raise SpanLimitError(f"more than {limit:,} automaton states")
-            out[char] = target
-        moves.append(out)
-    accept = [spans_of.accept[q] and (k == _FREE or (k >= low and (high is None or k <= high))) for q, k in order]
-    return _trim(moves, accept)
+    levels = [np.zeros(1, dtype=np.int64)] if counted0[0] else []  # levels[k]: counted states after k characters
+    entries = [np.zeros(1, dtype=np.int64)] if free0[0] else []  # states where counting stops
+    steps = []  # per level: (source index in the level, move, target kind: 1 counted / 0 free, target state)
+    total = len(levels)
+    while levels and len(levels[-1]) and len(steps) < len(levels):
+        k = len(steps)
+        index, move = edges.of(levels[k])
+        target = edges.dst[move]
+        free, counted = kinds(target, k + 1)
+        keep = free | counted
+        steps.append((index[keep], move[keep], counted[keep], target[keep]))
+        entries.append(target[free])
+        following = np.unique(target[counted])
+        if len(following):
+            levels.append(following)
+            total += len(following)
+            if total > limit:
+                raise SpanLimitError(f"more than {limit:,} automaton states")
+    reach = np.zeros(spans_of.n_states, dtype=bool)
+    if entries:
+        reach[np.concatenate(entries)] = True
+    for q in order:  # every state after a free one is free (the automaton has no cycles)
+        if reach[q]:
+            for t in spans_of.moves[q].values():
+                reach[t] = True
+    n_free = int(reach.sum())
+    if total + n_free > limit:
+        raise SpanLimitError(f"more than {limit:,} automaton states")
+    # Counted states first, level by level, then the free ones (when state 0 is free, nothing is counted).
+    level_start = np.cumsum([0] + [len(v) for v in levels])
+    free_id = np.cumsum(reach) - 1 + total
+    moves: list[dict[str, int]] = [{} for _ in range(total + n_free)]
+    accept = [False] * (total + n_free)
+    for k, states in enumerate(levels):
+        base = int(level_start[k])
+        fits = k >= low and (high is None or k <= high)
+        for i, q in enumerate(states.tolist()):
+            accept[base + i] = fits and spans_of.accept[q]
+        if k < len(steps):
+            index, move, counted, target = steps[k]
+            ids = np.where(counted, 0, free_id[target])
+            if counted.any():
+                ids[counted] = level_start[k + 1] + np.searchsorted(levels[k + 1], target[counted])
+            for i, m, t in zip((index + base).tolist(), move.tolist(), ids.tolist(), strict=True):
+                moves[i][edges.chars[m]] = t
+    for q in np.flatnonzero(reach).tolist():
+        own = int(free_id[q])
+        accept[own] = spans_of.accept[q]
+        moves[own] = {c: int(free_id[t]) for c, t in spans_of.moves[q].items()}
+    # Every state is reachable, and free ones lead to acceptance; a counted one may not, where the
+    # accepted lengths have gaps (after a pattern), and then the automaton is trimmed.
+    alive = np.array(accept, dtype=bool)
+    alive[total:] = True
+    for k in reversed(range(len(steps))):
+        index, move, counted, target = steps[k]
+        ids = np.where(counted, 0, free_id[target])
+        if counted.any():
+            ids[counted] = level_start[k + 1] + np.searchsorted(levels[k + 1], target[counted])
+        np.logical_or.at(alive, index + level_start[k], alive[ids])
+    return SpanAutomaton(moves, accept) if alive.all() else _trim(moves, accept)
+
+
+class _Edges:
+    """The moves of a span automaton as arrays, grouped by source state."""
+
+    def __init__(self, spans_of: SpanAutomaton) -> None:
+        counts = np.fromiter(map(len, spans_of.moves), dtype=np.int64, count=spans_of.n_states)
+        self.counts = counts
+        self.starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        self.chars = list(chain.from_iterable(spans_of.moves))
+        self.dst = np.fromiter(chain.from_iterable(map(dict.values, spans_of.moves)), dtype=np.int64,
+                               count=len(self.chars))
+
+    def of(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For every move out of ``states``: the index of its state in ``states``, and the move."""
+        counts = self.counts[states]
+        index = np.repeat(np.arange(len(states), dtype=np.int64), counts)
+        first = np.repeat(self.starts[states] - (np.cumsum(counts) - counts), counts)
+        return index, first + np.arange(int(counts.sum()), dtype=np.int64)
 
 
 def spell(spans_of: SpanAutomaton, spelling: Spelling, description: str, limit: int) -> ByteAutomaton:
@@ -242,10 +306,10 @@ def _spelling_table(alphabet: list[str], spelling: Spelling) -> _SpellingTable:
     return _SpellingTable(spelled, length, alternative, prefix, width)
 
 
-def _distances(a: SpanAutomaton) -> tuple[list[int], list[int]]:
-    """Per state, the shortest and the longest accepted continuation (``-1``: none)."""
+def _distances(a: SpanAutomaton, order: list[int]) -> tuple[list[int], list[int]]:
+    """Per state, the shortest and the longest accepted continuation (``-1``: none); ``order``
+    is :func:`_topological`'s."""
     n = a.n_states
-    order = _topological(a)
     shortest = [-1] * n
     longest = [-1] * n
     for q in reversed(order):
