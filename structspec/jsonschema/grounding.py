@@ -90,8 +90,8 @@ class GroundedStrings:
 
     def _source(self, pointer: str) -> str:
         if self.grounding is None:
-            raise SchemaError("'x-grounded' needs the source text to ground the string in (pass source=... when "
-                              "converting, or use an extraction request, which grounds in its text)", pointer, KEYWORD)
+            raise SchemaError("'x-grounded' needs a source text to ground the string in (source= in Python, "
+                              "--source on the command line; an extraction request grounds in its text)", pointer, KEYWORD)
         return self.grounding.source
 
 
