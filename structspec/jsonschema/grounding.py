@@ -90,8 +90,9 @@ class GroundedStrings:
 
     def _source(self, pointer: str) -> str:
         if self.grounding is None:
-            raise SchemaError("'x-grounded' needs a source text to ground the string in (source= in Python, "
-                              "--source on the command line; an extraction request grounds in its text)", pointer, KEYWORD)
+            raise SchemaError(
+                "'x-grounded' needs a source text to ground the string in (source= in Python, --source on the "
+                "command line; an extraction request grounds in its text)", pointer, KEYWORD)
         return self.grounding.source
 
 
