@@ -13,6 +13,7 @@ __all__ = [
     "Generator",
     "Grammar",
     "GrammarError",
+    "Grounded",
     "Matcher",
     "ParseState",
     "Result",
@@ -34,6 +35,10 @@ def __getattr__(name: str):
         from structspec.masks.matcher import Matcher
 
         return Matcher
+    if name == "Grounded":  # pydantic is imported only when it is asked for
+        from structspec.jsonschema.pydantic_models import Grounded
+
+        return Grounded
     if name in _GENERATION:
         import structspec.generation as generation
 

@@ -73,19 +73,25 @@ class Generator:
             max_entries=cache_size, max_bytes=cache_bytes, weigh=_compiled_bytes)
         self._tree_attention = tree_attention(self.model)
 
-    def compile(self, constraint: Any) -> tuple[Constraint, CompiledGrammar]:
-        """The constraint read as a grammar and compiled for this vocabulary (cached). A
+    def compile(
+        self, constraint: Any, *, source: str | None = None, grounded: bool = False
+    ) -> tuple[Constraint, CompiledGrammar]:
+        """The constraint read as a grammar (strings grounded in ``source`` as
+        :meth:`generate` says) and compiled for this vocabulary (cached). The returned
+        :class:`Constraint` can be passed to :meth:`generate` as the constraint itself. A
         :class:`~structspec.masks.compiled.CompiledGrammar` for this vocabulary is used as it
         is, and not cached here: its owner decides how long it lives."""
         if isinstance(constraint, CompiledGrammar):
             if constraint.vocabulary != self.vocabulary:
                 raise ValueError("the compiled grammar was compiled for another vocabulary than this model's")
-            return to_constraint(constraint.grammar), constraint
+            return to_constraint(constraint.grammar, source=source, grounded=grounded), constraint
         key = _cache_key(constraint)
+        if key is not None and source is not None:
+            key = (key, source, grounded)
         hit = self._compiled.get(key, None) if key is not None else None
         if hit is not None:
             return hit
-        parsed = to_constraint(constraint)
+        parsed = to_constraint(constraint, source=source, grounded=grounded)
         entry = (parsed, compile_grammar(parsed.grammar, self.vocabulary))
         return self._compiled.put(key, entry) if key is not None else entry
 
@@ -101,6 +107,8 @@ class Generator:
         seed: int | None = None,
         speculative: SpecConfig | None = None,
         stream: bool = False,
+        source: str | None = None,
+        grounded: bool = False,
     ) -> Result | Stream:
         """Generate a continuation of ``prompt`` (text, or chat messages) that follows
         ``constraint`` (a Grammar, GBNF text, a JSON Schema dict, a Pydantic model class, or a
@@ -113,11 +121,16 @@ class Generator:
         is decoded. ``speculative=None`` decodes one token per target forward; a
         :class:`SpecConfig` drafts and verifies (same output distribution; token-identical when
         greedy). Returns a :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
+
+        ``source`` (a schema or Pydantic constraint): the text that strings marked
+        ``"x-grounded": true`` (``Annotated[str, Grounded()]``) must copy a span of;
+        ``grounded=True`` grounds every string without ``enum``, ``const``, ``format`` or
+        ``pattern`` as well (docs/grounded.md).
         """
         sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
         ids = prompt_ids(self.tokenizer, prompt)
         check_context(len(ids), max_new_tokens, {"model": self.model, "draft model": self.draft_model})
-        parsed, compiled = self.compile(constraint)
+        parsed, compiled = self.compile(constraint, source=source, grounded=grounded)
         rng = sampling.rng()
         chain = self._chain(speculative, sampling, rng)
         run = _Run(self, parsed, compiled, ids, sampling, rng, chain, speculative)

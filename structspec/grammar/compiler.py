@@ -4,7 +4,8 @@ Steps: pick which rules to inline (small and non-recursive), build one epsilon-N
 remaining rule with byte-range, rule-reference and token-reference edges (character classes
 become UTF-8 byte-range sequences), then determinize each with the subset construction.
 Size limits keep pathological grammars from exhausting memory; past them compilation fails
-with ``E108`` naming the rule.
+with ``E108`` naming the rule. Rules given as byte automata (``automata``: built elsewhere, such
+as the spans of a source text) are taken as they are, never inlined.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from structspec.grammar.gbnf.ast import (
 from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.grammar.ruleset import ByteMoves, RuleSet
 from structspec.grammar.utf8 import utf8_sequences
+from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.lru import BoundedCache
 
 INLINE_LIMIT = 400  # estimated NFA states up to which a non-recursive rule is inlined
@@ -61,12 +63,18 @@ class CompileLimitError(Exception):
         self.diagnostic = diagnostic
 
 
-def compile_rules(table: Mapping[str, Rule], root: str) -> RuleSet:
-    """Compile the rules reachable from ``root``; ``table`` must be free of analysis errors."""
+def compile_rules(
+    table: Mapping[str, Rule], root: str, automata: Mapping[str, ByteAutomaton] | None = None
+) -> RuleSet:
+    """Compile the rules reachable from ``root``; ``table`` must be free of analysis errors.
+
+    ``automata`` gives some rules' automata outright; ``table`` holds a stand-in rule for
+    each (see :mod:`structspec.grammar.given`), which is never compiled nor inlined."""
+    given = automata or {}
     order = _reachable_in_order(table, root)
-    inline = _inlinable(table, order, {name: _refs(table, name) for name in order})
+    inline = _inlinable(table, order, {name: _refs(table, name) for name in order}) - given.keys()
     compiled = [name for name in order if name not in inline or name == root]
-    dfas = [_rule_dfa(table, inline, name) for name in compiled]
+    dfas = [_given_dfa(given[name]) if name in given else _rule_dfa(table, inline, name) for name in compiled]
     symbols = (sym for dfa in dfas for moves in dfa.sym_next for sym in moves)
     token_refs = tuple(dict.fromkeys(sym for sym in symbols if isinstance(sym, TokenRef)))
     return _assemble(compiled, dfas, root, token_refs)
@@ -84,6 +92,14 @@ def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _DFA:
         nfa.build(table[name].body, start, end)
         dfa = _determinize(nfa, start, end, table[name])
         _DFA_CACHE.put(key, dfa)
+    return dfa
+
+
+def _given_dfa(automaton: ByteAutomaton) -> _DFA:
+    """A rule automaton taken as given, already in the layout rule sets are assembled from."""
+    dfa = _DFA()
+    dfa.final = automaton.final.tolist()
+    dfa._layout = _Layout(automaton.byte_class, automaton.table, (), automaton.final)
     return dfa
 
 
@@ -431,11 +447,12 @@ def _assemble(names: list[str], dfas: list[_DFA], root: str, token_refs: tuple[T
     rank[order] = np.arange(len(order))
     byte_class = rank[byte_class.reshape(-1)].astype(np.int32)
     columns = columns[:, order]
-    parts = []
+    class_table = np.empty((total, columns.shape[1]), dtype=np.int32)  # filled in place: rules can be big
     for r, layout in enumerate(layouts):
-        moves = layout.table[:, columns[r]]
-        parts.append(np.where(moves >= 0, moves + offsets[r], -1))
-    class_table = np.concatenate(parts).astype(np.int32)
+        moves = class_table[offsets[r] : offsets[r] + sizes[r]]
+        np.take(layout.table, columns[r], axis=1, out=moves)
+        if offsets[r]:
+            moves[moves >= 0] += offsets[r]
     refs: list[tuple[tuple[int, int], ...]] = [()] * total
     token_edges: list[tuple[tuple[int, int], ...]] = [()] * total
     for r, layout in enumerate(layouts):

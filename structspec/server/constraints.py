@@ -42,9 +42,9 @@ class ConstraintCache:
         self._limits = limits
         self._vocabulary = vocabulary
         self._pool = pool or CompilePool(limits.compile_processes, limits.compile_timeout)
-        self._entries: BoundedCache[tuple[str, str], CompiledGrammar] = BoundedCache(
+        self._entries: BoundedCache[tuple[Any, ...], CompiledGrammar] = BoundedCache(
             max_entries=limits.cache_size, max_bytes=limits.cache_bytes, weigh=_compiled_bytes)
-        self._pending: dict[tuple[str, str], Future[CompiledGrammar]] = {}
+        self._pending: dict[tuple[Any, ...], Future[CompiledGrammar]] = {}
         self._lock = threading.Lock()
         self.shared = 0
         """Requests that waited for a compilation another request had started."""
@@ -58,10 +58,21 @@ class ConstraintCache:
         return {**self._entries.stats(), "max_bytes": self._limits.cache_bytes, "shared": self.shared,
                 "timeouts": self._pool.timeouts}
 
-    def from_schema(self, schema: Any, param: str, *, strict: bool = True) -> CompiledGrammar:
-        """The grammar of JSON valid under ``schema``; HTTP 400 naming the JSON pointer when it cannot be enforced."""
+    def from_schema(
+        self, schema: Any, param: str, *, strict: bool = True, source: str | None = None, grounded: bool = False
+    ) -> CompiledGrammar:
+        """The grammar of JSON valid under ``schema``; HTTP 400 naming the JSON pointer when it cannot be enforced.
+
+        ``source`` is the text grounded strings copy from (``"x-grounded": true``, or with ``grounded`` every
+        plain string); it is part of the cache key only where the schema grounds something. The source
+        crosses to the compile process with the schema, and the grounded grammar (its span automata
+        included) comes back pickled like any other."""
         canonical = self._limits.check_schema(schema, param)
-        return self._get(("schema" if strict else "schema-relaxed", canonical), param, _schema, schema, param, strict)
+        if not grounded and '"x-grounded"' not in canonical:
+            source = None
+        kind = "schema" if strict else "schema-relaxed"
+        key = (kind, canonical) if source is None else (kind, canonical, source, grounded)
+        return self._get(key, param, _schema, schema, param, strict, source, grounded)
 
     def from_gbnf(self, text: str, param: str) -> CompiledGrammar:
         """The grammar of GBNF ``text``; HTTP 400 naming line:column when it is malformed."""
@@ -76,7 +87,7 @@ class ConstraintCache:
         """Stop the compile processes."""
         self._pool.close()
 
-    def _get(self, key: tuple[str, str], param: str, build: Callable[..., Grammar], *args: Any) -> CompiledGrammar:
+    def _get(self, key: tuple[Any, ...], param: str, build: Callable[..., Grammar], *args: Any) -> CompiledGrammar:
         self._entries.reweigh()  # masks computed by earlier requests count from now on
         found = self._entries.get(key, None)
         if found is not None:
@@ -114,8 +125,9 @@ class ConstraintCache:
         return compile_grammar(grammar, self._vocabulary)
 
 
-def _compiled_bytes(_key: tuple[str, str], compiled: CompiledGrammar) -> int:
-    return compiled.nbytes
+def _compiled_bytes(key: tuple[Any, ...], compiled: CompiledGrammar) -> int:
+    """The compiled grammar's bytes, plus the source text a grounded entry's key holds."""
+    return compiled.nbytes + sum(len(part) for part in key[2:] if isinstance(part, str))
 
 
 def _gbnf(text: str, param: str) -> Grammar:
@@ -125,11 +137,11 @@ def _gbnf(text: str, param: str) -> Grammar:
         raise grammar_error(exc, param) from None
 
 
-def _schema(schema: Any, param: str, strict: bool) -> Grammar:
+def _schema(schema: Any, param: str, strict: bool, source: str | None = None, grounded: bool = False) -> Grammar:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SchemaRelaxedWarning)
-            return Grammar.from_json_schema(schema, strict=strict)
+            return Grammar.from_json_schema(schema, strict=strict, source=source, grounded=grounded)
     except SchemaError as exc:
         raise schema_error(exc, param, _unsupported(schema)) from None
     except GrammarError as exc:
