@@ -16,6 +16,7 @@ __all__ = [
     "Grounded",
     "Matcher",
     "ParseState",
+    "Request",
     "Result",
     "SchemaError",
     "SpecConfig",
@@ -26,7 +27,7 @@ __all__ = [
     "generate",
 ]
 
-_GENERATION = ("Generator", "Result", "SpecConfig", "generate")
+_GENERATION = ("Generator", "Request", "Result", "SpecConfig", "generate")
 
 
 def __getattr__(name: str):

@@ -10,7 +10,7 @@ from structspec import __version__
 
 # Sub-commands, in the order ``--help`` lists them. Each module provides
 # ``add_parser(subparsers)`` and ``run(args) -> int``.
-COMMANDS = ("extract", "generate", "serve", "convert", "lint")
+COMMANDS = ("extract", "generate", "serve", "batch", "convert", "lint")
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:

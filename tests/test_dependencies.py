@@ -74,7 +74,7 @@ def distributions(module: str) -> set[str]:
 @pytest.mark.parametrize(
     ("folder", "groups"),
     [
-        ("structspec", ("", "generation", "server")),
+        ("structspec", ("", "generation", "server", "parquet", "ray")),
         ("tests", ("", "dev")),
         ("examples", ("", "dev")),
         ("tools", ("", "dev", "bench")),

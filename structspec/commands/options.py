@@ -30,7 +30,7 @@ def fail(exc: BaseException) -> int:
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--model``, ``--draft-model`` and ``--no-draft``."""
+    """``--model``, ``--draft-model``, ``--no-draft``, ``--no-speculative``, ``--device`` and ``--dtype``."""
     group = parser.add_argument_group("model")
     group.add_argument(
         "--model",
@@ -44,6 +44,15 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "tokenizer (default: the bundled demo draft when --model is not given)",
     )
     group.add_argument("--no-draft", action="store_true", help="decode without a draft model")
+    group.add_argument(
+        "--device", default="auto", metavar="DEVICE",
+        help="auto (CUDA when available, else the CPU), cpu, cuda or cuda:N (default: auto)",
+    )
+    group.add_argument(
+        "--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
+        help="weights' type; auto is bfloat16 on GPUs that have it, float16 on others, float32 on the CPU "
+        "(default: auto)",
+    )
     group.add_argument(
         "--no-speculative",
         dest="speculative",
@@ -113,8 +122,9 @@ def load_generator(args: argparse.Namespace) -> Any:
     transformers_logging.set_verbosity_error()
     target_name = args.model or "demo"
     draft_name = None if args.no_draft else args.draft_model or (None if args.model else "demo-draft")
-    model, tokenizer = _load(load, target_name, "model")
-    draft, draft_tokenizer = _load(load, draft_name, "draft model") if draft_name else (None, None)
+    placement = {"device": args.device, "dtype": args.dtype}
+    model, tokenizer = _load(load, target_name, "model", placement)
+    draft, draft_tokenizer = _load(load, draft_name, "draft model", placement) if draft_name else (None, None)
     with step("reading the vocabulary"):
         try:
             return Generator(model, tokenizer, draft_model=draft, draft_tokenizer=draft_tokenizer)
@@ -128,10 +138,10 @@ def prepare(generator: Any, grammar: Any) -> None:
         generator.compile(grammar)
 
 
-def _load(load: Any, name: str, role: str) -> tuple[Any, Any]:
+def _load(load: Any, name: str, role: str, placement: dict[str, str]) -> tuple[Any, Any]:
     with step(f"loading {role} {name}"):
         try:
-            return load(name)
+            return load(name, **placement)
         except (OSError, ValueError, ImportError, RuntimeError) as exc:
             raise CommandError(f"cannot load {role} {name!r}: {_first_line(exc)}") from None
 

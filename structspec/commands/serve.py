@@ -64,6 +64,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        help=f"largest GBNF grammar (default: {defaults.max_grammar_bytes})")
     group.add_argument("--max-queue", type=int, default=defaults.max_queue, metavar="N",
                        help=f"requests queued or running at once before HTTP 503 (default: {defaults.max_queue})")
+    group.add_argument("--max-batch", type=int, default=defaults.max_batch, metavar="N",
+                       help="most requests decoded together, one forward a step for all of them; 1 decodes one "
+                       f"request at a time (default: {defaults.max_batch})")
     group.add_argument("--cache-size", type=int, default=defaults.cache_size, metavar="N",
                        help=f"compiled grammars kept in the LRU cache (default: {defaults.cache_size})")
     group.add_argument("--cache-bytes", type=int, default=defaults.cache_bytes, metavar="N",
@@ -96,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
             max_tokens=args.max_tokens,
             default_max_tokens=args.default_max_tokens or min(Limits.default_max_tokens, args.max_tokens),
             max_queue=args.max_queue,
+            max_batch=args.max_batch,
             cache_size=args.cache_size,
             cache_bytes=args.cache_bytes,
             compile_timeout=args.compile_timeout,

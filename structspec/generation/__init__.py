@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from structspec.generation.prompt import ContextLengthError
     from structspec.generation.pydantic_gen import GenerationError, generate
     from structspec.generation.sampling import OptionError
+    from structspec.generation.sequence import Request
     from structspec.generation.stats import Result, Stats
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "GenerationError",
     "Generator",
     "OptionError",
+    "Request",
     "Result",
     "SpecConfig",
     "Stats",
@@ -44,6 +46,7 @@ _HOMES = {
     "Stream": "generator",
     "GenerationError": "pydantic_gen",
     "generate": "pydantic_gen",
+    "Request": "sequence",
     "Result": "stats",
     "Stats": "stats",
 }

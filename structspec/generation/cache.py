@@ -128,15 +128,20 @@ class CachedModel:
         return additive.masked_fill(~allowed, torch.finfo(dtype).min)
 
     def _rows(self, logits: torch.Tensor) -> torch.Tensor:
-        """Float32 CPU rows at the vocabulary's width (padded with -inf or trimmed)."""
-        logits = logits.float().cpu()
-        have, n_out = logits.shape[-1], logits.shape[0]
-        if have > self.width:
-            return logits[:, : self.width]
-        if have < self.width:
-            pad = logits.new_full((n_out, self.width - have), float("-inf"))
-            return torch.cat([logits, pad], dim=-1)
-        return logits
+        return vocabulary_rows(logits, self.width)
+
+
+def vocabulary_rows(logits: torch.Tensor, width: int) -> torch.Tensor:
+    """Logits ``[n, any]`` as float32 CPU rows ``[n, width]`` (padded with -inf or trimmed): masks,
+    sampling and the seeded generator live on the CPU."""
+    logits = logits.float().cpu()
+    have, n_out = logits.shape[-1], logits.shape[0]
+    if have > width:
+        return logits[:, :width]
+    if have < width:
+        pad = logits.new_full((n_out, width - have), float("-inf"))
+        return torch.cat([logits, pad], dim=-1)
+    return logits
 
 
 def tree_attention(model: torch.nn.Module) -> bool:

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from structspec.generation.batch import Batch
 from structspec.generation.cache import CachedModel, logits_width, tree_attention
 from structspec.generation.chain import DraftChain
 from structspec.generation.config import SpecConfig
 from structspec.generation.constraint import Constraint, to_constraint
 from structspec.generation.detokenize import TextAssembler
 from structspec.generation.drafters import ForcedDrafter, ModelDrafter, NgramDrafter
-from structspec.generation.loop import decode
+from structspec.generation.loop import Decoding, decode
 from structspec.generation.prompt import Messages, check_context, prompt_ids
 from structspec.generation.sampling import Sampling
+from structspec.generation.sequence import Request, RequestError, Sequence
 from structspec.generation.stats import Result, Stats
 from structspec.generation.vocab_check import draft_vocabulary
 from structspec.lru import BoundedCache
@@ -72,6 +73,8 @@ class Generator:
         self._compiled: BoundedCache[Any, tuple[Constraint, CompiledGrammar]] = BoundedCache(
             max_entries=cache_size, max_bytes=cache_bytes, weigh=_compiled_bytes)
         self._tree_attention = tree_attention(self.model)
+        # A draft-model token's cost in target forwards until measured: the models' size ratio.
+        self._draft_price = _size(draft_model) / _size(model) if draft_model is not None else 0.0
 
     def compile(
         self, constraint: Any, *, source: str | None = None, grounded: bool = False
@@ -127,18 +130,69 @@ class Generator:
         ``grounded=True`` grounds every string without ``enum``, ``const``, ``format`` or
         ``pattern`` as well (docs/grounded.md).
         """
-        sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
-        ids = prompt_ids(self.tokenizer, prompt)
-        check_context(len(ids), max_new_tokens, {"model": self.model, "draft model": self.draft_model})
-        parsed, compiled = self.compile(constraint, source=source, grounded=grounded)
-        rng = sampling.rng()
-        chain = self._chain(speculative, sampling, rng)
-        run = _Run(self, parsed, compiled, ids, sampling, rng, chain, speculative)
+        request = Request(prompt, constraint, max_new_tokens, temperature, top_p, top_k, seed, source, grounded)
+        target = CachedModel(self.model, self.vocabulary.size, trees=self._tree_attention)
+        run = _Run(self, self.sequence(request, speculative), target)
         if stream:
             return Stream(run)
         for _ in run.pieces():
             pass
         return run.result
+
+    def generate_batch(
+        self, requests: Iterable[Request], *, speculative: SpecConfig | None = None, max_batch: int = 16
+    ) -> list[Result]:
+        """Generate for every request, decoding up to ``max_batch`` of them at once: one target
+        forward a round for all rows, each row with its own prompt, constraint, sampling and
+        stop (see :class:`~structspec.generation.batch.Batch`). A finished row leaves the batch
+        and the next request takes its place.
+
+        Returns the results in request order. Greedy rows are token for token what
+        :meth:`generate` gives for each request alone. A request that cannot start (a bad
+        option, constraint or prompt) raises :class:`~structspec.generation.sequence.RequestError`
+        naming its index, before any decoding; like
+        :meth:`generate`, a Pydantic output that does not validate raises, once every row is done.
+        """
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        sequences = []
+        for index, request in enumerate(requests):
+            try:
+                sequences.append(self.sequence(request, speculative))
+            except (ValueError, TypeError) as exc:
+                raise RequestError(index, exc) from exc
+        batch = self.batch()
+        waiting = list(reversed(sequences))
+        while waiting or len(batch):
+            while waiting and len(batch) < max_batch:
+                batch.add(waiting.pop())
+            batch.step()
+        self._compiled.reweigh()  # the masks these rows computed count against the cache's bytes
+        for sequence in sequences:
+            if sequence.error is not None:
+                raise sequence.error
+        return [sequence.result for sequence in sequences]
+
+    def batch(self) -> Batch:
+        """An empty :class:`~structspec.generation.batch.Batch` over this generator's models:
+        add sequences (:meth:`sequence`) at any time and :meth:`Batch.step` it."""
+        return Batch(self.model, self.vocabulary, trees=self._tree_attention)
+
+    def sequence(self, request: Request, speculative: SpecConfig | None = None) -> Sequence:
+        """A :class:`~structspec.generation.sequence.Sequence` ready to decode ``request``: its
+        options checked (:class:`~structspec.generation.sampling.OptionError`), its prompt
+        encoded and checked against the context
+        (:class:`~structspec.generation.prompt.ContextLengthError`), its constraint compiled."""
+        sampling = Sampling(temperature=request.temperature, top_k=request.top_k, top_p=request.top_p,
+                            seed=request.seed, max_new_tokens=request.max_new_tokens)
+        ids = prompt_ids(self.tokenizer, request.prompt)
+        check_context(len(ids), sampling.max_new_tokens, {"model": self.model, "draft model": self.draft_model})
+        parsed, compiled = self.compile(request.constraint, source=request.source, grounded=request.grounded)
+        rng = sampling.rng()
+        chain = self._chain(speculative, sampling, rng)
+        max_draft = speculative.max_draft if speculative else 0
+        decoding = Decoding(ids, compiled.matcher(), sampling.max_new_tokens, sampling, rng, chain, max_draft, Stats())
+        return Sequence(decoding, parsed, TextAssembler(self.vocabulary, self.tokenizer))
 
     def _chain(self, config: SpecConfig | None, sampling: Sampling, rng: torch.Generator) -> DraftChain | None:
         if config is None:
@@ -151,48 +205,32 @@ class Generator:
                 drafters.append(NgramDrafter(config.ngram_max, config.ngram_min))
             else:
                 runner = CachedModel(self.draft_model, self.vocabulary.size)
-                drafters.append(ModelDrafter(runner, sampling, rng, _size(self.draft_model) / _size(self.model)))
+                drafters.append(ModelDrafter(runner, sampling, rng, self._draft_price))
         return DraftChain(drafters, config, branching=self._tree_attention)
 
 
 @dataclass
 class _Run:
-    """One generation: the loop plus text assembly, stats and the final value."""
+    """One generation decoded alone, with its own cache of the target."""
 
-    gen: Generator
-    parsed: Constraint
-    compiled: CompiledGrammar
-    ids: list[int]
-    sampling: Sampling
-    rng: torch.Generator
-    chain: DraftChain | None
-    config: SpecConfig | None
-    result: Result | None = None
+    generator: Generator
+    sequence: Sequence
+    target: CachedModel
+
+    @property
+    def result(self) -> Result | None:
+        return self.sequence.result
 
     def pieces(self) -> Iterator[str]:
         """Run the loop, yielding text pieces; sets :attr:`result` at the end."""
-        start = time.perf_counter()
-        stats = Stats()
-        matcher = self.compiled.matcher()
-        text = TextAssembler(self.gen.vocabulary, self.gen.tokenizer)
-        target = CachedModel(self.gen.model, self.gen.vocabulary.size, trees=self.gen._tree_attention)
-        max_draft = self.config.max_draft if self.config else 0
-        generated: list[int] = []
-        steps = decode(target, self.ids, matcher, self.sampling.max_new_tokens, self.sampling, self.rng,
-                       self.chain, max_draft, stats)
-        for committed in steps:
-            generated += committed
-            piece = text.add(committed)
+        for committed in decode(self.target, self.sequence.decoding):
+            piece = self.sequence.add(committed)
             if piece:
                 yield piece
-        tail = text.finish()
+        tail = self.sequence.finish()
         if tail:
             yield tail
-        self.gen._compiled.reweigh()  # the masks this run computed count against the cache's bytes
-        stats.finish(time.perf_counter() - start, stats.stop_reason)
-        complete = stats.stop_reason != "max_new_tokens" or matcher.is_accepting()
-        value = self.parsed.value(text.text) if complete else None
-        self.result = Result(text.text, value, stats, tuple(generated))
+        self.generator._compiled.reweigh()  # the masks this run computed count against the cache's bytes
 
 
 def _size(model: Any) -> int:

@@ -78,18 +78,20 @@ def chars(charset: CharSet) -> MaybeExpr:
 def seq(*items: MaybeExpr) -> MaybeExpr:
     """Concatenation; ``None`` when any part is ``None``. Adjacent literals are merged."""
     out: list[Expr] = []
+    text: list[str] = []  # adjacent literals, joined once (not copied again at each one)
     for item in items:
         if item is None:
             return None
-        parts = item.items if isinstance(item, Seq) else (item,)
-        for part in parts:
+        for part in item.items if isinstance(item, Seq) else (item,):
             if isinstance(part, Lit):
-                if not part.text:
-                    continue
-                if out and isinstance(out[-1], Lit):
-                    out[-1] = Lit(out[-1].text + part.text)
-                    continue
+                text.append(part.text)
+                continue
+            if any(text):
+                out.append(Lit("".join(text)))
+            text = []
             out.append(part)
+    if any(text):
+        out.append(Lit("".join(text)))
     if not out:
         return EMPTY
     return out[0] if len(out) == 1 else Seq(tuple(out))

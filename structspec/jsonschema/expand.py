@@ -11,7 +11,6 @@ Anything else goes to ``relax`` (a :class:`SchemaError` in strict mode).
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Hashable, Iterable
 from typing import Any, Protocol
 
@@ -31,7 +30,7 @@ from structspec.jsonschema.formats import UNSUPPORTED, format_regex
 from structspec.jsonschema.resolve import Document, Loc
 from structspec.jsonschema.strings import spec_from_facets, string_automaton
 from structspec.jsonschema.values import value_key
-from structspec.regex.parse import RegexError
+from structspec.regex.parse import RegexError, python_pattern
 
 MAX_ALTERNATIVES = 256
 MAX_ANALYSIS_DEPTH = 2  # nesting of member-value comparisons when proving disjointness
@@ -444,6 +443,7 @@ class Expander:
             witness = {
                 "names": list(kw.get("properties") or {}),
                 "patterns": list(kw.get("patternProperties") or {}),
+                "pointer": facet.pointer("patternProperties"),
                 "not": failing,
             }
             if sub.node is not True and sub.node != {}:
@@ -533,8 +533,8 @@ def _member_locs(alt: Alternative, name: str) -> list[Loc]:
             matched = True
         for pattern in kw.get("patternProperties") or {}:
             try:
-                hit = re.search(pattern, name) is not None
-            except re.error:
+                hit = python_pattern(pattern).search(name) is not None
+            except RegexError:
                 continue
             if hit:
                 locs.append(part.sub("patternProperties", pattern))

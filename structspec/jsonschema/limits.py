@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from structspec.budget import MAX_NESTING
@@ -33,7 +34,8 @@ def schema_depth(schema: Any, limit: int | None = None) -> tuple[int, str]:
     that are not subschemas (in ``enum``, ``const``, ``default``, unknown keywords) count by
     their own nesting: an array or object inside a keyword's value is one level below the
     schema, one inside that another. With ``limit``, the walk stops at the first point deeper
-    than ``limit``. Raises :class:`SchemaError` for anything that is not a JSON value.
+    than ``limit``. Raises :class:`SchemaError` for anything that is not a JSON value (NaN and
+    the infinities included).
     """
     walk = _Walk()
     walk.push(schema, 1, True, 0)
@@ -80,6 +82,8 @@ class _Walk:
             self.pending.append((value, depth, is_schema, index))
         elif not isinstance(value, _SCALARS):
             raise SchemaError(f"not a JSON value: a {type(value).__name__}", self.pointer(index), "")
+        elif isinstance(value, float) and not math.isfinite(value):  # Python's json reads NaN, Infinity
+            raise SchemaError(f"not a JSON value: {value}", self.pointer(index), "")
 
     def pointer(self, index: int) -> str:
         steps: list[str] = []

@@ -33,7 +33,7 @@ from structspec.grammar.gbnf.ast import TokenRef
 from structspec.grammar.parse_state import Frame, ParseState, close, frame, union
 from structspec.lru import MISSING, BoundedCache
 from structspec.masks.matcher import Matcher
-from structspec.masks.runner import StackRunner, rows_in
+from structspec.masks.runner import BYTE_ROW_BYTES, StackRunner, rows_in
 from structspec.tokens.trie import token_trie
 from structspec.tokens.vocabulary import Vocabulary
 
@@ -107,6 +107,7 @@ class CompiledGrammar:
         return (
             rules.class_table.nbytes
             + rules.n_states * RULE_STATE_BYTES
+            + len(rules.byte_next) * BYTE_ROW_BYTES
             + len(self.grammar.source)
             + self._local_bytes
             + len(self._closures) * 2 * OBJECT_BYTES

@@ -41,6 +41,8 @@ SUBRUN_CACHE_BYTES = 32 << 20  # per runner: delegated runs kept for reuse by ot
 SUBRUN_CACHE_ENTRIES = 4096
 RUN_STATE_BYTES = 512  # estimated bytes per run state: its parse state, heads, dictionary entries
 POINTER_BYTES = 8
+BYTE_ROW_BYTES = 4096  # a state's byte -> state dict, built on first use (up to 256 entries)
+RULE_TUPLE_BYTES = 7 * POINTER_BYTES  # the hole's rule set: one slot per state in each of its 7 tuples
 
 
 def with_hole(rules: RuleSet) -> tuple[RuleSet, int]:
@@ -256,10 +258,14 @@ class StackRunner:
 
     @property
     def nbytes(self) -> int:
-        """Estimated bytes of the tables built so far and the runs kept."""
-        arrays = (self._trans, self._pops, self._loops, self._has_loop, self._probed, self._node_class)
+        """Estimated bytes of the tables built so far, the runs kept, and the rule set with its
+        hole (a copy of the grammar's class table and per-state tuples)."""
+        arrays = (self._trans, self._pops, self._loops, self._has_loop, self._probed, self._node_class,
+                  self.rules.class_table)
         return (
             sum(a.nbytes for a in arrays)
+            + self.rules.n_states * RULE_TUPLE_BYTES
+            + len(self.rules.byte_next) * BYTE_ROW_BYTES
             + len(self._states) * RUN_STATE_BYTES
             + len(self._rows) * self._trans.shape[1] * POINTER_BYTES
             + (len(self._after) + len(self._ends) + len(self._splits)) * 2 * RUN_STATE_BYTES // 4

@@ -37,19 +37,30 @@ def parse_regex(pattern: str) -> Expr | None:
 
     ``None`` means the pattern matches nothing (e.g. ``[^\\s\\S]``).
     """
-    _prescan(pattern)
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        pos = exc.pos if exc.pos is not None else 0
-        raise RegexError(
-            f"pattern is not valid for Python's re (used by jsonschema): {exc.msg}", pattern, pos
-        ) from None
+    python_pattern(pattern)
     parser = _Parser(pattern)
     expr = parser.disjunction()
     if parser.pos < len(pattern):
         raise parser.error("unbalanced ')'")
     return expr
+
+
+def python_pattern(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled by Python's ``re``, as ``jsonschema`` uses it, after the checks of
+    :func:`_prescan` (so neither a RecursionError nor a FutureWarning comes out of ``re``);
+    :class:`RegexError` for what ``re`` refuses or cannot hold."""
+    _prescan(pattern)
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        pos = exc.pos if exc.pos is not None else 0
+        raise RegexError(
+            f"pattern is not valid for Python's re (used by jsonschema): {exc.msg}", pattern, pos
+        ) from None
+    except OverflowError:
+        counts = re.finditer(r"\{([0-9]+)(?:,([0-9]*))?\}", pattern)
+        where = next((m.start() for m in counts if max(int(g or 0) for g in m.groups()) > MAX_REPEAT), 0)
+        raise RegexError("a repetition count is too large for Python's re", pattern, where) from None
 
 
 def _prescan(pattern: str) -> None:

@@ -2,8 +2,8 @@
 
 Handlers validate and convert the request on the event loop (grammars are compiled in child
 processes, waited for in the thread pool, and cached by :class:`ConstraintCache`), then hand
-generation to the single
-:class:`GenerationWorker`; see :mod:`structspec.server.worker` for the concurrency design.
+generation to the :class:`GenerationWorker`, whose one thread decodes a batch of requests
+together; see :mod:`structspec.server.worker` for the concurrency design.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
     """The server application for one loaded model."""
     limits = limits or Limits()
     cache = ConstraintCache(limits, engine.vocabulary)
-    worker = GenerationWorker(limits.max_queue)
+    worker = GenerationWorker(engine.batch, limits.max_queue, limits.max_batch)
     pauses = CollectionPauses()
 
     @contextlib.asynccontextmanager
@@ -65,6 +65,7 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
             "status": "ok",
             "model": engine.model_id,
             "queued": worker.active,
+            "batch": worker.rows,
             "cancelled": worker.cancelled,
             "grammar_cache": cache.stats(),
             "gc": pauses.stats(),

@@ -53,7 +53,8 @@ class CompilePool:
         self.timeouts = 0
 
     def run(self, function: Callable[..., Any], *args: Any) -> Any:
-        """``function(*args)`` in a child process; raises :class:`CompileTimeout` past the limit."""
+        """``function(*args)`` in a child process; raises :class:`CompileTimeout` past the limit
+        (counted from when the job is sent, so a first job also pays for starting its process)."""
         with self._slots:
             child = self._take()
             try:
@@ -76,7 +77,7 @@ class CompilePool:
             self._give(self._take())
 
     def close(self) -> None:
-        """Stop the idle processes (a job still running finishes, then its process stops)."""
+        """Stop the idle processes (one still running a job is a daemon: it ends with the server)."""
         with self._lock:
             idle, self._idle = self._idle, []
         for child in idle:

@@ -1,13 +1,14 @@
 """The model behind the routes: a :class:`structspec.Generator` and the name clients call it by.
 
-:meth:`Engine.job` packages one request as a function the :class:`GenerationWorker` runs on
-its thread: it yields text pieces as they are decoded, then one :class:`Completion`.
+:meth:`Engine.job` packages one request; :meth:`Engine.batch` makes the batch that the
+:class:`~structspec.server.worker.GenerationWorker` steps on its thread. Each row yields text
+pieces as they are decoded, then one :class:`Completion`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -94,39 +95,80 @@ class Engine:
         grammar: CompiledGrammar | None,
         sampling: Sampling,
         prompt_field: str = "messages",
-    ) -> Callable[[], Iterator[str | Completion]]:
-        """A function that decodes ``messages`` under ``grammar``, compiled for :attr:`vocabulary`
+    ) -> Job:
+        """A request to decode ``messages`` under ``grammar``, compiled for :attr:`vocabulary`
         (free text when None); a prompt too long for the model's context is an HTTP 400 naming
-        ``prompt_field``."""
+        ``prompt_field`` when the job joins the batch."""
+        return Job(messages, grammar or self._free_text, sampling, prompt_field)
 
-        def run() -> Iterator[str | Completion]:
-            from structspec.generation.prompt import ContextLengthError, prompt_ids
+    def batch(self) -> EngineBatch:
+        """An empty batch over this engine's model (for the worker thread only)."""
+        return EngineBatch(self)
 
-            prompt_tokens = len(prompt_ids(self.generator.tokenizer, messages))
-            try:
-                stream = self.generator.generate(
-                    messages,
-                    grammar or self._free_text,
-                    **asdict(sampling),
-                    speculative=self.speculative,
-                    stream=True,
-                )
-            except ContextLengthError as exc:
-                raise APIError(
-                    f"{prompt_field}: {exc}; shorten the {prompt_field} or ask for fewer tokens",
-                    param=prompt_field,
-                    code="context_length_exceeded",
-                ) from None
-            yield from stream  # closing this generator closes the stream, which stops decoding
-            stats = stream.result.stats
-            if self.on_stats is not None:
-                self.on_stats(stats)
-            yield Completion(
-                text=stream.result.text,
-                finish_reason="length" if stats.stop_reason == "max_new_tokens" else "stop",
-                prompt_tokens=prompt_tokens,
-                completion_tokens=stats.tokens,
-                stats=stats.to_dict(),
-            )
 
-        return run
+@dataclass(frozen=True)
+class Job:
+    """One request's generation, as the worker hands it to :meth:`EngineBatch.join`."""
+
+    messages: list[dict[str, str]]
+    grammar: CompiledGrammar
+    sampling: Sampling
+    prompt_field: str = "messages"
+
+
+class EngineBatch:
+    """The engine's rows in one :class:`structspec.generation.batch.Batch` (a
+    :class:`~structspec.server.worker.Stepper`): text pieces as rows decode, a
+    :class:`Completion` when one is done."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.batch = engine.generator.batch()
+        self._rows: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def join(self, job: Job) -> Any:
+        """Start ``job`` at the next step; raises an :class:`APIError` for a prompt that does not fit."""
+        from structspec.generation.prompt import ContextLengthError
+        from structspec.generation.sequence import Request
+
+        try:
+            sequence = self.engine.generator.sequence(Request(job.messages, job.grammar, **asdict(job.sampling)),
+                                                      self.engine.speculative)
+        except ContextLengthError as exc:
+            raise APIError(
+                f"{job.prompt_field}: {exc}; shorten the {job.prompt_field} or ask for fewer tokens",
+                param=job.prompt_field,
+                code="context_length_exceeded",
+            ) from None
+        self.batch.add(sequence)
+        self._rows.append(sequence)
+        return sequence
+
+    def step(self) -> list[tuple[Any, Any, bool]]:
+        """One round for every row; finished rows end with their :class:`Completion` (or error)."""
+        events: list[tuple[Any, Any, bool]] = [(row, piece, False) for row, piece in self.batch.step()]
+        for row in [row for row in self._rows if row.result is not None or row.error is not None]:
+            self._rows.remove(row)
+            if row.error is None and self.engine.on_stats is not None:
+                self.engine.on_stats(row.result.stats)
+            events.append((row, row.error or _completion(row), True))
+        return events
+
+    def cancel(self, handle: Any) -> None:
+        """Drop a row now."""
+        self.batch.cancel(handle)
+        self._rows.remove(handle)
+
+
+def _completion(sequence: Any) -> Completion:
+    stats = sequence.result.stats
+    return Completion(
+        text=sequence.result.text,
+        finish_reason="length" if stats.stop_reason == "max_new_tokens" else "stop",
+        prompt_tokens=sequence.prompt_tokens,
+        completion_tokens=stats.tokens,
+        stats=stats.to_dict(),
+    )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from structspec.budget import MAX_NESTING
+from structspec.errors import SchemaError
 from structspec.jsonschema.limits import schema_depth
 from structspec.server.errors import APIError
 
@@ -26,6 +27,7 @@ class Limits:
         max_tokens: most tokens one request may ask for.
         default_max_tokens: tokens generated when a request does not say.
         max_queue: most requests waiting for (or holding) the model at once (HTTP 503 beyond).
+        max_batch: most requests decoded together, one target forward a step for all of them.
         cache_size: compiled grammars kept (least recently used dropped first).
         cache_bytes: estimated bytes the kept compiled grammars may hold, token masks included
             (least recently used dropped first).
@@ -41,6 +43,7 @@ class Limits:
     max_tokens: int = 2048
     default_max_tokens: int = 512
     max_queue: int = 32
+    max_batch: int = 8
     cache_size: int = 64
     cache_bytes: int = 512 << 20
     compile_timeout: float = 60.0
@@ -62,7 +65,10 @@ class Limits:
         """The schema's canonical JSON text, after checking its size and depth."""
         if not isinstance(schema, dict | bool):
             raise APIError(f"{param}: a JSON Schema must be an object or a boolean", param=param, code="invalid_schema")
-        depth, pointer = schema_depth(schema, self.max_schema_depth)
+        try:
+            depth, pointer = schema_depth(schema, self.max_schema_depth)
+        except SchemaError as exc:  # NaN, Infinity: Python's json reads them, JSON has none
+            raise APIError(f"{param}#{exc.pointer}: {exc.message}", param=param, code="invalid_schema") from None
         if depth > self.max_schema_depth:
             raise APIError(
                 f"{param}#{pointer}: schema nesting depth over the limit of {self.max_schema_depth} levels "

@@ -1,7 +1,8 @@
 """Generation grounded in a source text: every grounded value a model produces is a span of the
 source (hypothesis: random texts with quotes, backslashes, control and multibyte characters;
 greedy and sampled; plain and speculative; any budget that holds the shortest answer), greedy
-speculative output equals plain, and the Pydantic path grounds annotated fields."""
+speculative output equals plain, rows of a batch ground in their own sources, and the Pydantic
+path grounds annotated fields."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tiny_models import one_thread, tiny_llama, tokenizer
 
 import structspec
 from structspec.generation import Generator, SpecConfig
+from structspec.generation.sequence import Request
 
 __all__ = ["one_thread"]
 
@@ -67,6 +69,17 @@ def test_greedy_speculative_output_equals_plain_when_grounded() -> None:
                         speculative=SpecConfig())
     assert fast.token_ids == plain.token_ids
     assert all(v in source for v in _grounded_values(plain.value))
+
+
+def test_batched_rows_each_ground_in_their_own_source() -> None:
+    gen = _gen()
+    sources = ['Invoice INV-7 for Zoë "Z" Müller.', "abc XY\tINV-7 the end", "中文 the 😀 code X"]
+    requests = [Request("Text: " + s, SCHEMA, max_new_tokens=80, source=s, grounded=True) for s in sources]
+    rows = gen.generate_batch(requests, max_batch=2)
+    for source, request, row in zip(sources, requests, rows, strict=True):
+        alone = gen.generate(request.prompt, SCHEMA, source=source, grounded=True, max_new_tokens=80)
+        assert row.token_ids == alone.token_ids
+        assert all(v in source for v in _grounded_values(row.value))
 
 
 def test_pydantic_fields_are_grounded_through_the_annotation() -> None:

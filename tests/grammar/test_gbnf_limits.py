@@ -45,3 +45,43 @@ def test_nesting_up_to_the_limit_compiles(source: str) -> None:
     grammar = Grammar.from_gbnf(source)
     assert Grammar.from_gbnf(grammar.to_gbnf()).matches("a") == grammar.matches("a")
     assert not [d for d in lint_source(source) if d.code.startswith("E")]
+
+
+def chain(count: int, body: str) -> str:
+    """``count`` rules, each referring to the next (``{next}`` in ``body``)."""
+    rules = [f"r{i} ::= " + body.format(next=f"r{i + 1}") for i in range(count)]
+    return "root ::= r0\n" + "\n".join(rules) + f'\nr{count} ::= "a"\n'
+
+
+def test_rule_analysis_work_is_linear_in_a_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    from structspec.grammar.gbnf import analysis
+
+    calls = [0]
+    original = analysis.is_productive
+
+    def counting(node: object, productive: set[str]) -> bool:
+        calls[0] += 1
+        return original(node, productive)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(analysis, "is_productive", counting)
+    count = 2000
+    assert lint_source(chain(count, '"x" {next}')) == []
+    assert calls[0] < 20 * count  # a pass over every rule per link of the chain before: millions
+
+
+def test_a_long_left_recursive_cycle_is_searched_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from structspec.grammar.gbnf import analysis
+
+    calls = [0]
+    original = analysis._find_cycle
+
+    def counting(start: str, edges: object) -> object:
+        calls[0] += 1
+        return original(start, edges)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(analysis, "_find_cycle", counting)
+    count = 2000
+    source = chain(count, '{next} "x"').replace(f'r{count} ::= "a"', f'r{count} ::= r0 | "a"')
+    assert [d.code for d in lint_source(source)] == ["E104"]
+    assert calls[0] == 1  # a breadth-first search from every rule of the cycle before
+    assert Grammar.from_gbnf(chain(count, '{next} "x"')).matches("a" + "x" * count)

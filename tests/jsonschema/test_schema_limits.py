@@ -4,6 +4,7 @@ linear in the size of an ``enum``, a ``oneOf`` or a list of properties."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 import structspec.jsonschema.builder as builder_module
 from structspec.budget import MAX_NESTING
-from structspec.errors import SCHEMA_TIMEOUT, SCHEMA_TOO_DEEP, SCHEMA_TOO_LARGE, SchemaError
+from structspec.errors import SCHEMA_TIMEOUT, SCHEMA_TOO_DEEP, SCHEMA_TOO_LARGE, SchemaError, SchemaRelaxedWarning
 from structspec.grammar import Grammar
 from structspec.jsonschema import schema_to_gbnf
 from structspec.jsonschema.expand import Expander
@@ -142,12 +143,15 @@ def test_size_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     assert caught.value.code == SCHEMA_TOO_LARGE
 
 
-def test_cli_reports_the_code(tmp_path: Any) -> None:
+@pytest.mark.parametrize("command", ["convert", "extract"])
+def test_cli_reports_the_code(command: str, tmp_path: Any) -> None:
     path = tmp_path / "deep.json"
-    path.write_text(json.dumps(objects(300)))
-    done = subprocess.run([sys.executable, "-m", "structspec.cli", "convert", str(path)], capture_output=True,
+    path.write_text(json.dumps(wrapped(300, lambda s: {"type": "array", "items": s})))
+    (tmp_path / "text.txt").write_text("some text")
+    args = [str(path)] if command == "convert" else ["--schema", str(path), "--text", str(tmp_path / "text.txt")]
+    done = subprocess.run([sys.executable, "-m", "structspec.cli", command, *args], capture_output=True,
                           text=True, check=False)
-    assert done.returncode == 2
+    assert done.returncode == 2  # a RecursionError traceback and exit status 1 before
     assert "S101" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -251,3 +255,62 @@ def test_fast_enum_agrees_with_jsonschema(enum: list[Any], instance: Any) -> Non
     schema = {"enum": enum}
     fast = fast_validator_class(jsonschema.Draft202012Validator, KeySets())(schema)
     assert fast.is_valid(instance) == jsonschema.Draft202012Validator(schema).is_valid(instance)
+
+
+def test_contains_counts_too_large_are_approximated_without_building_them() -> None:
+    schema = {"type": "array", "items": {"type": "integer"}, "contains": {"const": 1}, "minContains": 2,
+              "maxItems": 2**31}  # (counts) x (lengths) states: two billion, built one by one before
+    with pytest.raises(SchemaError, match="contains counts too large"):
+        schema_to_gbnf(schema)
+    with pytest.warns(SchemaRelaxedWarning, match="contains counts too large"):
+        grammar = Grammar.from_gbnf(schema_to_gbnf(schema, strict=False, time_limit=5))
+    assert grammar.matches("[1,1]") and grammar.matches("[7]")  # approximated: contains dropped
+
+
+# -- found by tools/fuzz.py -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schema", "good", "bad"),
+    [
+        ({"type": "integer", "minimum": 10**308}, [str(10**308), str(10**308 + 1)], [str(10**308 - 1), "0"]),
+        ({"type": "integer", "minimum": -(10**300), "maximum": 10**300 - 7},
+         [str(-(10**300)), "0", str(10**300 - 7)], [str(-(10**300) - 1), str(10**300 - 6)]),
+    ],
+)
+def test_integer_bounds_with_hundreds_of_digits(schema: dict[str, Any], good: list[str], bad: list[str]) -> None:
+    grammar = Grammar.from_json_schema(schema)  # a RecursionError before: one nesting level per digit
+    assert all(grammar.matches(text) for text in good)
+    assert not any(grammar.matches(text) for text in bad)
+
+
+def test_bound_past_the_largest_double() -> None:
+    schema = {"type": "number", "exclusiveMinimum": 1.7976931348623157e308}
+    with pytest.raises(SchemaError, match="beyond the range of doubles"):  # was OverflowError
+        schema_to_gbnf(schema)
+
+
+@pytest.mark.parametrize(
+    ("schema", "pointer"),
+    [
+        ({"type": "object", "properties": {"a": {}}, "patternProperties": {"(" * 3000 + "a" + ")" * 3000: {}}},
+         "/patternProperties"),
+        ({"type": "string", "not": {"pattern": "?a"}}, "/not/pattern"),
+    ],
+)
+def test_unusable_patterns_are_schema_errors(schema: dict[str, Any], pointer: str) -> None:
+    with pytest.raises(SchemaError) as caught:  # RecursionError from re, RegexError before
+        schema_to_gbnf(schema)
+    assert caught.value.pointer.startswith(pointer)
+    with pytest.warns(SchemaRelaxedWarning):
+        schema_to_gbnf(schema, strict=False)
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+def test_non_finite_numbers_are_not_json(number: float) -> None:
+    schema = {"type": "array", "items": {"not": {"type": "integer", "minimum": number}}}
+    with pytest.raises(SchemaError, match="not a JSON value") as caught:  # OverflowError, ValueError before
+        schema_to_gbnf(schema)
+    assert caught.value.pointer == "/items/not/minimum"
+    with pytest.raises(SchemaError, match="not a JSON value"):
+        schema_to_gbnf('{"minimum": NaN}')  # Python's json reads it

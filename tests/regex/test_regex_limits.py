@@ -82,3 +82,13 @@ def test_group_nesting_limit() -> None:
         with pytest.raises(RegexError, match=f"nest deeper than {MAX_REGEX_NESTING}") as caught:
             regex_to_gbnf("(?:" * depth + "a" + ")" * depth)
         assert caught.value.position == 3 * MAX_REGEX_NESTING
+
+
+@pytest.mark.parametrize(
+    ("pattern", "position"),
+    [("a{0,111111111111100}b", 1), ("(?:x|){2222222222222222222222222222,5}z?", 6), ("x{4294967296}", 1)],
+)
+def test_counts_too_large_for_re_are_a_regex_error(pattern: str, position: int) -> None:
+    with pytest.raises(RegexError, match="too large for Python's re") as caught:  # was OverflowError from re
+        regex_to_gbnf(pattern)
+    assert caught.value.position == position

@@ -47,3 +47,9 @@ def test_default_agrees_with_the_converter(levels: int) -> None:
 def test_limit_above_the_converters_is_refused() -> None:
     with pytest.raises(ValueError, match=f"nesting limit of {MAX_NESTING}"):
         Limits(max_schema_depth=MAX_NESTING + 1)
+
+
+def test_non_finite_numbers_are_an_invalid_schema() -> None:
+    with pytest.raises(APIError) as caught:  # the converter's OverflowError became an HTTP 500 before
+        Limits().check_schema({"type": "number", "maximum": float("inf")}, "schema")
+    assert caught.value.code == "invalid_schema" and "#/maximum" in caught.value.message
