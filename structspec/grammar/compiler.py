@@ -96,10 +96,15 @@ def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _DFA:
 
 
 def _given_dfa(automaton: ByteAutomaton) -> _DFA:
-    """A rule automaton taken as given, already in the layout rule sets are assembled from."""
+    """A rule automaton taken as given: its moves, written into the rule set's table as they are
+    (every byte it moves on is a byte class of its own)."""
+    byte_class = np.zeros(256, dtype=np.int32)
+    byte_class[automaton.byte] = 1 + automaton.byte.astype(np.int32)
+    has_bytes = np.zeros(automaton.n_states, dtype=bool)
+    has_bytes[automaton.src] = True
     dfa = _DFA()
-    dfa.final = automaton.final.tolist()
-    dfa._layout = _Layout(automaton.byte_class, automaton.table, (), automaton.final)
+    moves = (automaton.src, automaton.byte, automaton.dst)
+    dfa._layout = _Layout(byte_class, None, (), automaton.final, has_bytes, moves)
     return dfa
 
 
@@ -349,15 +354,18 @@ class _DFA:
         if self._layout is None:
             byte_class, table = _local_classes(self.byte_pieces)
             calls = tuple((q, tuple(moves.items())) for q, moves in enumerate(self.sym_next) if moves)
-            self._layout = _Layout(byte_class, table, calls, np.array(self.final, dtype=bool))
+            final = np.array(self.final, dtype=bool)
+            self._layout = _Layout(byte_class, table, calls, final, (table >= 0).any(axis=1))
         return self._layout
 
 
 class _Layout(NamedTuple):
     byte_class: np.ndarray  # byte -> local class
-    table: np.ndarray  # [state, local class] -> local target, -1 for none
+    table: np.ndarray | None  # [state, local class] -> local target, -1 for none (None: see moves)
     calls: tuple[tuple[int, tuple[tuple[str | TokenRef, int], ...]], ...]  # states with symbol edges
     final: np.ndarray
+    has_bytes: np.ndarray  # [state]: whether it moves on some byte
+    moves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a given automaton's (src, byte, dst)
 
 
 def _determinize(nfa: _NFA, start: int, accept: int, rule: Rule) -> _DFA:
@@ -449,21 +457,28 @@ def _assemble(names: list[str], dfas: list[_DFA], root: str, token_refs: tuple[T
     columns = columns[:, order]
     class_table = np.empty((total, columns.shape[1]), dtype=np.int32)  # filled in place: rules can be big
     for r, layout in enumerate(layouts):
-        moves = class_table[offsets[r] : offsets[r] + sizes[r]]
-        np.take(layout.table, columns[r], axis=1, out=moves)
+        rows = class_table[offsets[r] : offsets[r] + sizes[r]]
+        if layout.moves is not None:  # given: each byte it moves on is a global class of its own
+            src, byte, dst = layout.moves
+            rows.fill(-1)
+            rows[src, byte_class[byte]] = dst + offsets[r]
+            continue
+        np.take(layout.table, columns[r], axis=1, out=rows)
         if offsets[r]:
-            moves[moves >= 0] += offsets[r]
+            rows[rows >= 0] += offsets[r]
     refs: list[tuple[tuple[int, int], ...]] = [()] * total
     token_edges: list[tuple[tuple[int, int], ...]] = [()] * total
+    has_refs = np.zeros(total, dtype=bool)
+    has_tokens = np.zeros(total, dtype=bool)
     for r, layout in enumerate(layouts):
         base = rule_start[r]
         for q, moves in layout.calls:
             refs[base + q] = tuple((rule_start[index[s]], base + t) for s, t in moves if isinstance(s, str))
             token_edges[base + q] = tuple((token_index[s], base + t) for s, t in moves if isinstance(s, TokenRef))
+            has_refs[base + q] = bool(refs[base + q])
+            has_tokens[base + q] = bool(token_edges[base + q])
     final = np.concatenate([layout.final for layout in layouts])
-    has_bytes = (class_table >= 0).any(axis=1)
-    has_refs = np.array([bool(e) for e in refs], dtype=bool)
-    has_tokens = np.array([bool(e) for e in token_edges], dtype=bool)
+    has_bytes = np.concatenate([layout.has_bytes for layout in layouts])
     movable = has_bytes | has_tokens
     return RuleSet(
         rule_names=tuple(names),

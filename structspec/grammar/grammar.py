@@ -14,6 +14,25 @@ from structspec.grammar.given import comments, stand_ins
 from structspec.grammar.parse_state import ParseState
 from structspec.grammar.ruleset import RuleSet
 from structspec.ir.byte_automaton import ByteAutomaton
+from structspec.lru import ENTRY_OVERHEAD, BoundedCache
+
+
+def _rule_table(text: str, root: str, automata: Mapping[str, ByteAutomaton]) -> dict[str, Rule]:
+    """The checked rule table of ``text`` with stand-ins for the given rules; raises
+    :class:`~structspec.GrammarError` for the first problem."""
+    parsed = parse_gbnf(text)
+    given = stand_ins(automata, parsed.rules, text)
+    # Syntax errors first: rules that failed to parse would cause follow-on errors.
+    problems = list(parsed.diagnostics) or grammar_errors([*parsed.rules, *given], root)
+    if problems:
+        first = min(problems, key=lambda d: (d.line, d.column))
+        raise first.to_error(text)
+    return rule_table([*parsed.rules, *given])[0]
+
+
+_TABLES: BoundedCache[tuple, dict[str, Rule]] = BoundedCache(
+    max_entries=32, max_bytes=64 << 20, weigh=lambda key, _table: 40 * len(key[0]) + ENTRY_OVERHEAD)
+"""Rule tables of texts with given rules (about 40 bytes of syntax tree per character of text)."""
 
 
 class Grammar:
@@ -50,15 +69,17 @@ class Grammar:
         """Parse and compile GBNF text; raises :class:`~structspec.GrammarError` on bad input.
 
         ``automata`` defines rules the text names but does not define, each by a deterministic
-        byte automaton built elsewhere (the spans of a source text: docs/grounded.md)."""
-        parsed = parse_gbnf(text)
-        given = stand_ins(automata or {}, parsed.rules, text)
-        # Syntax errors first: rules that failed to parse would cause follow-on errors.
-        problems = list(parsed.diagnostics) or grammar_errors([*parsed.rules, *given], root)
-        if problems:
-            first = min(problems, key=lambda d: (d.line, d.column))
-            raise first.to_error(text)
-        table, _ = rule_table([*parsed.rules, *given])
+        byte automaton built elsewhere (the spans of a source text: docs/grounded.md). The rule
+        table of such a text is kept for the next few calls with the same text and the same given
+        rules' names and nullability (a grounded schema's text is the same for every source)."""
+        key = None
+        if automata and all(isinstance(a, ByteAutomaton) for a in automata.values()):
+            key = (text, root, tuple((name, bool(a.final[0])) for name, a in automata.items()))
+        table = _TABLES.get(key, None) if key is not None else None
+        if table is None:
+            table = _rule_table(text, root, automata or {})
+            if key is not None:
+                _TABLES.put(key, table)
         try:
             ruleset = compile_rules(table, root, automata)
         except CompileLimitError as exc:

@@ -16,12 +16,15 @@ import numpy as np
 
 @dataclass(frozen=True, eq=False)
 class ByteAutomaton:
-    """A deterministic automaton over bytes in the compiler's dense layout: state 0 starts,
-    ``table[q, byte_class[b]]`` is the move on byte ``b`` (``-1``: none), ``final[q]`` whether
-    the rule may end in ``q``. ``description`` says in words what it accepts. Never modified."""
+    """A deterministic automaton over bytes as its list of moves: state 0 starts, ``src[i]
+    --byte[i]--> dst[i]`` (sorted by state, then byte; one move per state and byte), ``final[q]``
+    whether the rule may end in ``q``. ``description`` says in words what it accepts. Built by
+    :meth:`from_moves`; never modified. The compiler writes the moves straight into its rule
+    set's table, so a big automaton costs its moves, not states times bytes."""
 
-    byte_class: np.ndarray  # int32 [256]
-    table: np.ndarray  # int32 [n_states, n_classes]
+    src: np.ndarray  # int32 [moves]
+    byte: np.ndarray  # uint8 [moves]
+    dst: np.ndarray  # int32 [moves]
     final: np.ndarray  # bool [n_states]
     description: str
 
@@ -29,16 +32,24 @@ class ByteAutomaton:
     def from_moves(src: np.ndarray, byte: np.ndarray, dst: np.ndarray, final: np.ndarray,
                    description: str) -> ByteAutomaton:
         """The automaton with moves ``src[i] --byte[i]--> dst[i]`` (repeated moves are fine;
-        two different targets for one state and byte are an error)."""
-        used = np.unique(byte)
-        byte_class = np.zeros(256, dtype=np.int32)  # class 0: bytes without any move
-        byte_class[used] = np.arange(1, len(used) + 1, dtype=np.int32)
-        table = np.full((len(final), len(used) + 1), -1, dtype=np.int32)
-        column = byte_class[byte]
-        table[src, column] = dst
-        if not np.array_equal(table[src, column], dst):
+        two different targets for one state and byte are an error, and so are states that do
+        not exist)."""
+        final = np.asarray(final, dtype=bool)
+        src, byte, dst = (np.asarray(a, dtype=np.int64) for a in (src, byte, dst))
+        n = len(final)
+        if len(src) and not (src.min() >= 0 and src.max() < n and dst.min() >= 0 and dst.max() < n
+                             and byte.min() >= 0 and byte.max() < 256):
+            raise ValueError("a move names a state that does not exist or a value that is not a byte")
+        key = (src << 8) | byte
+        order = np.argsort(key, kind="stable")
+        key, dst = key[order], dst[order]
+        again = key[1:] == key[:-1]
+        if (dst[1:][again] != dst[:-1][again]).any():
             raise ValueError("the moves are not deterministic")
-        return ByteAutomaton(byte_class, table, np.asarray(final, dtype=bool), description)
+        keep = np.concatenate((np.ones(min(len(key), 1), dtype=bool), ~again))
+        key, dst = key[keep], dst[keep]
+        return ByteAutomaton((key >> 8).astype(np.int32), (key & 0xFF).astype(np.uint8), dst.astype(np.int32),
+                             final, description)
 
     @property
     def n_states(self) -> int:
@@ -46,11 +57,13 @@ class ByteAutomaton:
 
     def accepts(self, data: bytes) -> bool:
         """Whether the automaton accepts exactly ``data``."""
+        keys = (self.src.astype(np.int64) << 8) | self.byte
         q = 0
         for b in data:
-            q = int(self.table[q, self.byte_class[b]])
-            if q < 0:
+            i = int(np.searchsorted(keys, (q << 8) | b))
+            if i == len(keys) or keys[i] != (q << 8) | b:
                 return False
+            q = int(self.dst[i])
         return bool(self.final[q])
 
     def comment(self, name: str) -> str:

@@ -11,15 +11,16 @@ than its text), and past ``limit`` states an operation raises :class:`SpanLimitE
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, pairwise
 
 import numpy as np
 
 from structspec.ir.automaton import DFA
 from structspec.ir.byte_automaton import ByteAutomaton
-from structspec.ir.suffix import SuffixAutomaton
+from structspec.ir.suffix import SuffixAutomaton, code_points
 
 Spelling = Callable[[str], "tuple[bytes, bytes] | None"]
 """A character's bytes and the other bytes its last byte may be instead (``b""``: none);
@@ -35,21 +36,47 @@ class SpanLimitError(ValueError):
 
 @dataclass(frozen=True, eq=False)
 class SpanAutomaton:
-    """A deterministic, acyclic automaton over characters: state 0 starts, ``moves[q]`` maps a
-    character to the next state, ``accept[q]`` says whether a span may end in ``q``. Every
-    state is reachable and leads to acceptance. Never modified."""
+    """A deterministic, acyclic automaton over characters: state 0 starts, state ``q`` moves on
+    the code points ``code[start[q]:start[q + 1]]`` to ``dst[start[q]:start[q + 1]]``, and
+    ``accept[q]`` says whether a span may end in ``q``. Every state is reachable and leads to
+    acceptance. Arrays, never modified; :attr:`moves` is the same automaton as one dict per
+    state, for the narrowings that walk it state by state."""
 
-    moves: list[dict[str, int]]
-    accept: list[bool]
+    start: np.ndarray  # int64 [n_states + 1]
+    code: np.ndarray  # uint32 [moves]
+    dst: np.ndarray  # int64 [moves]
+    accept: np.ndarray  # bool [n_states]
+
+    @staticmethod
+    def from_moves(moves: list[dict[str, int]], accept: Sequence[bool]) -> SpanAutomaton:
+        """The automaton whose state ``q`` moves as ``moves[q]`` (character to state) says."""
+        counts = np.fromiter(map(len, moves), dtype=np.int64, count=len(moves))
+        start = np.zeros(len(moves) + 1, dtype=np.int64)
+        np.cumsum(counts, out=start[1:])
+        chars = "".join(chain.from_iterable(moves))
+        found = SpanAutomaton(start, code_points(chars),
+                              np.fromiter(chain.from_iterable(map(dict.values, moves)), dtype=np.int64,
+                                          count=int(start[-1])),
+                              np.array(accept, dtype=bool))
+        found.__dict__["moves"] = moves
+        return found
+
+    @functools.cached_property
+    def moves(self) -> list[dict[str, int]]:
+        """``moves[q]`` maps a character to the next state."""
+        chars = self.code.tobytes().decode("utf-32-le", "surrogatepass")
+        targets = self.dst.tolist()
+        bounds = self.start.tolist()
+        return [dict(zip(chars[lo:hi], targets[lo:hi], strict=True)) for lo, hi in pairwise(bounds)]
 
     @property
     def n_states(self) -> int:
-        return len(self.moves)
+        return len(self.accept)
 
     @property
     def empty(self) -> bool:
         """Whether no span is left (the one state then neither moves nor accepts)."""
-        return not self.accept[0] and not self.moves[0]
+        return not self.accept[0] and self.start[1] == self.start[0]
 
     def accepts(self, text: str) -> bool:
         """Whether ``text`` is one of the spans."""
@@ -59,25 +86,27 @@ class SpanAutomaton:
             if nxt is None:
                 return False
             q = nxt
-        return self.accept[q]
+        return bool(self.accept[q])
+
+
+_NOTHING = SpanAutomaton.from_moves([{}], [False])
 
 
 def spans(sam: SuffixAutomaton, allowed: Callable[[str], bool]) -> SpanAutomaton:
     """The substrings of ``sam``'s text made only of characters that ``allowed`` accepts (the
     empty string included)."""
-    banned = {char for char in set(sam.text) if not allowed(char)}
-    accept = [True] * sam.n_states
+    banned = [ord(char) for char in set(sam.text) if not allowed(char)]
+    accept = np.ones(sam.n_states, dtype=bool)
+    found = SpanAutomaton(sam.start, sam.code, sam.dst.astype(np.int64), accept)
     if not banned:
-        return SpanAutomaton(sam.moves, accept)
-    moves = [{c: t for c, t in out.items() if c not in banned} if banned.intersection(out) else out
-             for out in sam.moves]
-    return _trim(moves, accept)
+        return found
+    return _trim([{c: t for c, t in out.items() if ord(c) not in banned} for out in found.moves], accept.tolist())
 
 
 def intersect(spans_of: SpanAutomaton, dfa: DFA, limit: int) -> SpanAutomaton:
     """The spans that ``dfa`` (a pattern over characters) accepts too."""
     if dfa.empty:
-        return SpanAutomaton([{}], [False])
+        return _NOTHING
     steps: list[dict[str, int]] = [{} for _ in dfa.accept]
 
     def step(p: int, char: str) -> int:
@@ -107,7 +136,8 @@ def intersect(spans_of: SpanAutomaton, dfa: DFA, limit: int) -> SpanAutomaton:
                     raise SpanLimitError(f"more than {limit:,} automaton states")
             out[char] = target
         moves.append(out)
-    accept = [spans_of.accept[q] and dfa.accept[p] for q, p in order]
+    accepts = spans_of.accept.tolist()
+    accept = [accepts[q] and dfa.accept[p] for q, p in order]
     return _trim(moves, accept)
 
 
@@ -120,7 +150,7 @@ def restrict_lengths(spans_of: SpanAutomaton, low: int, high: int | None, limit:
     counted pairs are built a length at a time with numpy (an exact ``maxLength`` over a long
     text can need about one pair per character per allowed length).
     """
-    order = _topological(spans_of)
+    order = _topological(spans_of.moves)
     shortest, longest = (np.array(d, dtype=np.int64) for d in _distances(spans_of, order))
     if shortest[0] < 0:
         return spans_of
@@ -137,7 +167,7 @@ def restrict_lengths(spans_of: SpanAutomaton, low: int, high: int | None, limit:
 
     free0, counted0 = kinds(np.zeros(1, dtype=np.int64), 0)
     if not (free0[0] or counted0[0]):
-        return SpanAutomaton([{}], [False])
+        return _NOTHING
     levels = [np.zeros(1, dtype=np.int64)] if counted0[0] else []  # levels[k]: counted states after k characters
     entries = [np.zeros(1, dtype=np.int64)] if free0[0] else []  # states where counting stops
     steps = []  # per level: (source index in the level, move, target kind: 1 counted / 0 free, target state)
@@ -171,11 +201,12 @@ def restrict_lengths(spans_of: SpanAutomaton, low: int, high: int | None, limit:
     free_id = np.cumsum(reach) - 1 + total
     moves: list[dict[str, int]] = [{} for _ in range(total + n_free)]
     accept = [False] * (total + n_free)
+    accepts = spans_of.accept.tolist()
     for k, states in enumerate(levels):
         base = int(level_start[k])
         fits = k >= low and (high is None or k <= high)
         for i, q in enumerate(states.tolist()):
-            accept[base + i] = fits and spans_of.accept[q]
+            accept[base + i] = fits and accepts[q]
         if k < len(steps):
             index, move, counted, target = steps[k]
             ids = np.where(counted, 0, free_id[target])
@@ -185,7 +216,7 @@ def restrict_lengths(spans_of: SpanAutomaton, low: int, high: int | None, limit:
                 moves[i][edges.chars[m]] = t
     for q in np.flatnonzero(reach).tolist():
         own = int(free_id[q])
-        accept[own] = spans_of.accept[q]
+        accept[own] = accepts[q]
         moves[own] = {c: int(free_id[t]) for c, t in spans_of.moves[q].items()}
     # Every state is reachable, and free ones lead to acceptance; a counted one may not, where the
     # accepted lengths have gaps (after a pattern), and then the automaton is trimmed.
@@ -197,19 +228,17 @@ def restrict_lengths(spans_of: SpanAutomaton, low: int, high: int | None, limit:
         if counted.any():
             ids[counted] = level_start[k + 1] + np.searchsorted(levels[k + 1], target[counted])
         np.logical_or.at(alive, index + level_start[k], alive[ids])
-    return SpanAutomaton(moves, accept) if alive.all() else _trim(moves, accept)
+    return SpanAutomaton.from_moves(moves, accept) if alive.all() else _trim(moves, accept)
 
 
 class _Edges:
     """The moves of a span automaton as arrays, grouped by source state."""
 
     def __init__(self, spans_of: SpanAutomaton) -> None:
-        counts = np.fromiter(map(len, spans_of.moves), dtype=np.int64, count=spans_of.n_states)
-        self.counts = counts
-        self.starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        self.chars = list(chain.from_iterable(spans_of.moves))
-        self.dst = np.fromiter(chain.from_iterable(map(dict.values, spans_of.moves)), dtype=np.int64,
-                               count=len(self.chars))
+        self.counts = np.diff(spans_of.start)
+        self.starts = spans_of.start[:-1]
+        self.chars = spans_of.code.tobytes().decode("utf-32-le", "surrogatepass")
+        self.dst = spans_of.dst
 
     def of(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For every move out of ``states``: the index of its state in ``states``, and the move."""
@@ -229,13 +258,10 @@ def spell(spans_of: SpanAutomaton, spelling: Spelling, description: str, limit: 
     n = spans_of.n_states
     if n >= 1 << (63 - _PREFIX_BITS - _LEVEL_BITS):
         raise SpanLimitError(f"{n:,} automaton states, more than {limit:,}")
-    counts = np.fromiter(map(len, spans_of.moves), dtype=np.int64, count=n)
-    total = int(counts.sum())
-    src = np.repeat(np.arange(n, dtype=np.int64), counts)
-    chars = "".join(chain.from_iterable(spans_of.moves))
-    dst = np.fromiter(chain.from_iterable(map(dict.values, spans_of.moves)), dtype=np.int64, count=total)
-    codes = np.frombuffer(chars.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    alphabet, symbol = np.unique(codes, return_inverse=True)
+    total = len(spans_of.code)
+    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(spans_of.start))
+    dst = spans_of.dst
+    alphabet, symbol = np.unique(spans_of.code, return_inverse=True)
     table = _spelling_table([chr(c) for c in alphabet.tolist()], spelling)
     width = table.width
     length = table.length[symbol]
@@ -312,8 +338,9 @@ def _distances(a: SpanAutomaton, order: list[int]) -> tuple[list[int], list[int]
     n = a.n_states
     shortest = [-1] * n
     longest = [-1] * n
+    accept = a.accept.tolist()
     for q in reversed(order):
-        low = 0 if a.accept[q] else -1
+        low = 0 if accept[q] else -1
         high = low
         for t in a.moves[q].values():
             if shortest[t] >= 0:
@@ -323,16 +350,16 @@ def _distances(a: SpanAutomaton, order: list[int]) -> tuple[list[int], list[int]
     return shortest, longest
 
 
-def _topological(a: SpanAutomaton) -> list[int]:
+def _topological(moves: list[dict[str, int]]) -> list[int]:
     """The states, each before the states it moves to (the automaton has no cycles)."""
-    n = a.n_states
+    n = len(moves)
     indegree = [0] * n
-    for out in a.moves:
+    for out in moves:
         for t in out.values():
             indegree[t] += 1
     order = [q for q in range(n) if not indegree[q]]
     for q in order:  # grows while it is read
-        for t in a.moves[q].values():
+        for t in moves[q].values():
             indegree[t] -= 1
             if not indegree[t]:
                 order.append(t)
@@ -353,16 +380,16 @@ def _trim(moves: list[dict[str, int]], accept: list[bool]) -> SpanAutomaton:
                 seen[t] = True
                 reach.append(t)
     alive = list(accept)
-    for q in reversed(_topological(SpanAutomaton(moves, accept))):
+    for q in reversed(_topological(moves)):
         if not alive[q]:
             alive[q] = any(alive[t] for t in moves[q].values())
     if not alive[0]:
-        return SpanAutomaton([{}], [False])
+        return _NOTHING
     keep = sorted(q for q in reach if alive[q])
     if len(keep) == n:
-        return SpanAutomaton(moves, accept)
+        return SpanAutomaton.from_moves(moves, accept)
     new = {q: i for i, q in enumerate(keep)}
-    return SpanAutomaton(
+    return SpanAutomaton.from_moves(
         [{c: new[t] for c, t in moves[q].items() if t in new} for q in keep],
         [accept[q] for q in keep],
     )

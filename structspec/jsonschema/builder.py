@@ -114,8 +114,7 @@ class GrammarBuilder:
             size += len(lines[-1]) + 1
             if size > MAX_GRAMMAR_BYTES:
                 raise too_large(f"the grammar would be larger than {MAX_GRAMMAR_BYTES >> 20} MiB")
-        given = "".join(automaton.comment(n) for n, automaton in self.given.items() if n in seen)
-        return "\n".join(lines) + "\n" + given
+        return "\n".join(lines) + "\n"
 
     def _productive(self) -> dict[str, Expr]:
         """Rules that derive at least one string, with dead references removed.

@@ -27,7 +27,7 @@ from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema.encoding import free_char, json_value_expr
 from structspec.jsonschema.expand import Expander
 from structspec.jsonschema.facets import Alternative, Facet, RefFacet, alternative_types, split
-from structspec.jsonschema.grounding import KEYWORD, GroundedStrings, Grounding
+from structspec.jsonschema.grounding import KEYWORD, GroundedStrings, Grounding, span_automaton
 from structspec.jsonschema.limits import TIME_LIMIT, check_depth, timeout
 from structspec.jsonschema.metaschema import metaschema_error
 from structspec.jsonschema.numeric import number_expr
@@ -35,6 +35,7 @@ from structspec.jsonschema.objects import object_expr
 from structspec.jsonschema.resolve import Document, Loc
 from structspec.jsonschema.strings import StringSpec, spec_from_facets, string_expr
 from structspec.jsonschema.values import KeySets, fast_validator_class, value_key
+from structspec.lru import ENTRY_OVERHEAD, BoundedCache
 
 WHITESPACE = ("compact", "flexible")
 PROPERTY_ORDERS = ("schema", "any")
@@ -370,6 +371,23 @@ class ConvertedSchema:
     text: str
     automata: dict[str, ByteAutomaton]
 
+    def gbnf(self) -> str:
+        """The text with a comment line for each given rule (what it is, in words)."""
+        return self.text + "".join(automaton.comment(name) for name, automaton in self.automata.items())
+
+
+@dataclass(frozen=True)
+class _Template:
+    """A grounded conversion whose text no source changes: the text, and each grounded rule's
+    narrowing and schema pointer."""
+
+    text: str
+    spans: dict[str, tuple[Any, str]]
+
+
+_TEMPLATES: BoundedCache[tuple[Any, ...], _Template] = BoundedCache(
+    max_entries=64, max_bytes=64 << 20, weigh=lambda key, t: 2 * (len(key[0]) + len(t.text)) + ENTRY_OVERHEAD)
+
 
 def convert_schema(
     schema: dict[str, Any] | bool | str,
@@ -401,8 +419,19 @@ def convert_schema(
         schema = load_schema_text(schema)
     if not isinstance(schema, (dict, bool)):
         raise SchemaError("a schema must be an object or a boolean", "", "")
+    key = None
+    if grounding is not None and strict:  # a new text for a schema seen before: only the grounded rules change
+        key = (json.dumps(schema, default=repr), whitespace, property_order, grounding.every_string)
+        template = _TEMPLATES.get(key, None)
+        if template is not None:
+            automata = {name: span_automaton(grounding.source, spec, pointer)
+                        for name, (spec, pointer) in template.spans.items()}
+            if all(automaton is not None for automaton in automata.values()):
+                return ConvertedSchema(template.text, automata)
     converter = Converter(schema, whitespace, strict, property_order, time_limit, grounding)
     text = converter.convert()
+    if key is not None and not converter.grounded.source_shaped:
+        _TEMPLATES.put(key, _Template(text, dict(converter.grounded.spans)))
     return ConvertedSchema(text, dict(converter.builder.given))
 
 
@@ -425,7 +454,7 @@ def schema_to_gbnf(
         time_limit=time_limit,
         grounding=grounding,
     )
-    return converted.text
+    return converted.gbnf()
 
 
 def load_schema_text(text: str) -> Any:

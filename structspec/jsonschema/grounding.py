@@ -8,12 +8,17 @@ included). Its grammar is a rule given as a byte automaton: the source's suffix 
 The suffix automaton is built once per source text (and kept for the next few conversions);
 strings with the same narrowing share one rule, so a schema's plain grounded fields all call
 ``source-span``. Characters JSON cannot spell (lone surrogates) end spans.
+
+A conversion records what each grounded rule stands for (:attr:`GroundedStrings.spans`), and
+whether anything else in it depended on the source (an ``enum`` narrowed to spans, a grounded
+string with no span at all): where nothing did, its GBNF text is the same for every source, and
+:func:`~structspec.jsonschema.convert.convert_schema` reuses it for the next text, building only
+the grounded rules' automata.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +32,7 @@ from structspec.ir.suffix import SuffixAutomaton
 from structspec.jsonschema.encoding import QUOTE, json_spelling
 from structspec.jsonschema.facets import Facet
 from structspec.jsonschema.strings import StringHost, StringSpec, string_automaton
+from structspec.lru import BoundedCache
 from structspec.regex.parse import RegexError
 
 KEYWORD = "x-grounded"
@@ -55,6 +61,11 @@ class GroundedStrings:
     def __init__(self, grounding: Grounding | None) -> None:
         self.grounding = grounding
         self._rules: dict[tuple[Any, ...], Ref | None] = {}
+        self.spans: dict[str, tuple[StringSpec, str]] = {}
+        """Each grounded rule's name: the narrowing it was built for, and the schema pointer."""
+        self.source_shaped = False
+        """Whether the source decided more than the grounded rules' automata: an ``enum`` or
+        ``const`` narrowed to spans, or a grounded string that no span satisfies."""
 
     def wanted(self, spec: StringSpec) -> bool:
         """Whether a string value with ``spec`` is grounded."""
@@ -70,12 +81,14 @@ class GroundedStrings:
         key = (spec.min_len, spec.max_len, tuple(spec.patterns), tuple(spec.formats), tuple(sorted(spec.excluded)),
                tuple(spec.negated), tuple(spec.negated_formats))
         if key not in self._rules:
-            automaton = _automaton(source, spec, pointer)
+            automaton = span_automaton(source, spec, pointer)
             if automaton is None:
                 self._rules[key] = None
+                self.source_shaped = True
             else:
-                hint = "source-span" if key == _PLAIN else f"{name}-span"
-                self._rules[key] = host.builder.give(host.fresh(hint), automaton)
+                rule = host.fresh("source-span" if key == _PLAIN else f"{name}-span")
+                self.spans[rule] = (spec, pointer)
+                self._rules[key] = host.builder.give(rule, automaton)
         ref = self._rules[key]
         return None if ref is None else seq(QUOTE, ref, QUOTE)
 
@@ -86,6 +99,7 @@ class GroundedStrings:
         if marked is None:
             return values
         source = self._source(marked)
+        self.source_shaped = True
         return [v for v in values if not isinstance(v, str) or (v in source and _spellable(v))]
 
     def _source(self, pointer: str) -> str:
@@ -100,19 +114,36 @@ def _spellable(text: str) -> bool:
     return not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
 
 
-@functools.lru_cache(maxsize=4)
+def _bytes(key: tuple[str, str], value: Any) -> int:
+    """A source's entry: its text, plus the arrays of its span or byte automaton."""
+    arrays = (value.start, value.code, value.dst, value.accept) if isinstance(value, SpanAutomaton) else (
+        value.src, value.byte, value.dst, value.final)
+    return 4 * len(key[1]) + sum(a.nbytes for a in arrays)
+
+
+_SOURCES: BoundedCache[tuple[str, str], Any] = BoundedCache(max_entries=8, max_bytes=256 << 20, weigh=_bytes)
+
+
 def _source_spans(source: str) -> SpanAutomaton:
     """Every span of ``source`` JSON can spell (kept for the next conversions of the same text)."""
-    return spans(SuffixAutomaton(source), lambda char: json_spelling(char) is not None)
+    found = _SOURCES.get(("spans", source), None)
+    if found is None:
+        found = _SOURCES.put(("spans", source),
+                             spans(SuffixAutomaton(source), lambda char: json_spelling(char) is not None))
+    return found
 
 
-@functools.lru_cache(maxsize=4)
 def _plain_automaton(source: str) -> ByteAutomaton:
-    return spell(_source_spans(source), json_spelling, _describe(source, StringSpec()), MAX_STATES)
+    found = _SOURCES.get(("plain", source), None)
+    if found is None:
+        automaton = spell(_source_spans(source), json_spelling, _describe(source, StringSpec()), MAX_STATES)
+        found = _SOURCES.put(("plain", source), automaton)
+    return found
 
 
-def _automaton(source: str, spec: StringSpec, pointer: str) -> ByteAutomaton | None:
-    """The byte automaton of the spans of ``source`` that ``spec`` allows, ``None`` if none."""
+def span_automaton(source: str, spec: StringSpec, pointer: str) -> ByteAutomaton | None:
+    """The byte automaton of the spans of ``source`` that ``spec`` allows, ``None`` if none
+    (``pointer``: the string's schema node, for errors)."""
     if len(source) > MAX_SOURCE:
         raise SchemaError(f"the source text has {len(source):,} characters; strings can be grounded in at most "
                           f"{MAX_SOURCE:,}", spec.grounded or pointer, KEYWORD)

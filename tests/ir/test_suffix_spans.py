@@ -60,8 +60,12 @@ def test_suffix_automaton_accepts_exactly_the_substrings(text: str, seed: int) -
         assert sam.accepts(word) == (word in subs), (text, word)
     n = len(text)
     assert sam.n_states <= max(n + 1, 2 * n - 1)  # Blumer et al.'s bounds (for n >= 2 and n >= 3)
-    assert sum(map(len, sam.moves)) <= max(3, 3 * n - 4)
-    assert all(sam.length[t] > sam.length[q] for q, out in enumerate(sam.moves) for t in out.values())
+    assert sam.n_moves <= max(3, 3 * n - 4)
+    sources = np.repeat(np.arange(sam.n_states), np.diff(sam.start))
+    assert (sam.length[sam.dst] > sam.length[sources]).all()
+    for q in range(sam.n_states):  # one move per state and character
+        codes = sam.code[sam.start[q] : sam.start[q + 1]]
+        assert len(set(codes.tolist())) == len(codes)
 
 
 @settings(max_examples=150, deadline=None)

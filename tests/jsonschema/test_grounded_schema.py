@@ -116,8 +116,43 @@ def test_fields_share_one_rule_and_one_suffix_automaton(monkeypatch) -> None:
                      d={"type": "string", "x-grounded": True, "maxLength": 8})
     converted = convert_schema(schema, grounding=Grounding(source))
     assert sorted(converted.automata) == ["root-c-span", "source-span"]
-    assert converted.text.count("source-span") >= 3 and "root-d" in converted.text
+    assert converted.text.count("source-span") == 2 and "root-d" in converted.text
+    assert "# source-span ::= (given as a deterministic byte automaton of" in converted.gbnf()
     assert built == [source]  # both rules from one suffix automaton
+
+
+def test_a_new_text_for_a_schema_seen_before_reuses_its_grammar_text_exactly() -> None:
+    """The second text's conversion reuses the first one's GBNF (only the grounded rules'
+    automata are new), yet accepts exactly what a conversion from scratch accepts; where the
+    text changes more than the automata (no span fits a field, an enum narrowed to spans) it
+    converts from scratch."""
+    schema = _object(a={"type": "string", "x-grounded": True, "minLength": 4},
+                     b={"type": "string", "maxLength": 3}, n={"type": "integer"})
+    optional = {**schema, "required": ["b", "n"]}
+    first, second = "Zoë Müller, INV-7", 'Ada "A" Lovelace'
+    cases = [(first, schema), (first, optional), (second, schema), (second, optional),
+             ("Ada", optional)]  # no span of 4 characters in "Ada": field a cannot be there
+    for text, variant in cases:
+        reused = Grammar.from_json_schema(variant, source=text, grounded=True)
+        scratch = _uncached(variant, text)
+        fresh = Grammar.from_gbnf(scratch.text, automata=scratch.automata)
+        probes = [_doc(a=x, b=y, n=1) for x in _substrings(text) | {"Zoë", "Ada!"} for y in ("Ad", "Zoë", "xyz!")]
+        probes += [_doc(b=y, n=2) for y in ("Ad", "e", "Q")]
+        for probe in probes:
+            assert reused.matches(probe) == fresh.matches(probe), (text, probe)
+    with pytest.raises(SchemaError, match="accepts no JSON value"):
+        Grammar.from_json_schema(schema, source="Ada", grounded=True)
+    enum = _object(c={"enum": ["Ada", "Zoë", "Bob"], "x-grounded": True})
+    assert Grammar.from_json_schema(enum, source=first).matches(_doc(c="Zoë"))
+    g = Grammar.from_json_schema(enum, source=second)
+    assert g.matches(_doc(c="Ada")) and not g.matches(_doc(c="Zoë"))
+
+
+def _uncached(schema: dict, text: str):
+    from structspec.jsonschema import convert as convert_module
+
+    convert_module._TEMPLATES.clear()
+    return convert_schema(schema, grounding=Grounding(text, every_string=True))
 
 
 def test_what_cannot_be_grounded_is_refused_by_pointer() -> None:
