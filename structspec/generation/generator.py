@@ -110,12 +110,13 @@ class Generator:
         seed: int | None = None,
         speculative: SpecConfig | None = None,
         stream: bool = False,
+        tools: list[dict[str, Any]] | None = None,
         source: str | None = None,
         grounded: bool = False,
     ) -> Result | Stream:
         """Generate a continuation of ``prompt`` (text, or chat messages) that follows
-        ``constraint`` (a Grammar, GBNF text, a JSON Schema dict, a Pydantic model class, or a
-        grammar compiled for this vocabulary).
+        ``constraint`` (a Grammar, GBNF text, a JSON Schema dict, a Pydantic model class, a
+        :class:`~structspec.StructuralTag`, or a grammar compiled for this vocabulary).
 
         The sampling options are checked as a :class:`~structspec.generation.sampling.Sampling`
         (:class:`~structspec.generation.sampling.OptionError` names a bad one), and the prompt
@@ -123,14 +124,18 @@ class Generator:
         (:class:`~structspec.generation.prompt.ContextLengthError` otherwise), before anything
         is decoded. ``speculative=None`` decodes one token per target forward; a
         :class:`SpecConfig` drafts and verifies (same output distribution; token-identical when
-        greedy). Returns a :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
+        greedy). ``tools`` (OpenAI-style function definitions) are shown to the model through
+        the chat template (see :func:`~structspec.generation.prompt.prompt_ids`); constrain the
+        calls with :func:`~structspec.generation.tool_calls.tool_call_tag`. Returns a
+        :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
 
         ``source`` (a schema or Pydantic constraint): the text that strings marked
         ``"x-grounded": true`` (``Annotated[str, Grounded()]``) must copy a span of;
         ``grounded=True`` grounds every string without ``enum``, ``const``, ``format`` or
         ``pattern`` as well (docs/grounded.md).
         """
-        request = Request(prompt, constraint, max_new_tokens, temperature, top_p, top_k, seed, source, grounded)
+        request = Request(prompt, constraint, max_new_tokens, temperature, top_p, top_k, seed, tools, source,
+                          grounded)
         target = CachedModel(self.model, self.vocabulary.size, trees=self._tree_attention)
         run = _Run(self, self.sequence(request, speculative), target)
         if stream:
@@ -185,7 +190,7 @@ class Generator:
         (:class:`~structspec.generation.prompt.ContextLengthError`), its constraint compiled."""
         sampling = Sampling(temperature=request.temperature, top_k=request.top_k, top_p=request.top_p,
                             seed=request.seed, max_new_tokens=request.max_new_tokens)
-        ids = prompt_ids(self.tokenizer, request.prompt)
+        ids = prompt_ids(self.tokenizer, request.prompt, request.tools)
         check_context(len(ids), sampling.max_new_tokens, {"model": self.model, "draft model": self.draft_model})
         parsed, compiled = self.compile(request.constraint, source=request.source, grounded=request.grounded)
         rng = sampling.rng()
