@@ -55,6 +55,13 @@ _DFA_CACHE: BoundedCache[tuple[Node, tuple[tuple[str, Node], ...]], _DFA] = Boun
 (thread-safe: the server compiles request grammars on several threads)."""
 
 
+_PLANS: BoundedCache[tuple, tuple] = BoundedCache(max_entries=32)
+"""For rule tables with given rules (a grounded schema's, kept by ``Grammar.from_gbnf`` and
+reused for every source text): which rules are compiled and their automata, so that a new text
+costs only assembling its given automata with them. Keyed by the table's identity; an entry
+holds the table, so the identity is not reused while the entry lives."""
+
+
 class CompileLimitError(Exception):
     """Raised with the diagnostic to report when a rule exceeds a size limit."""
 
@@ -71,12 +78,20 @@ def compile_rules(
     ``automata`` gives some rules' automata outright; ``table`` holds a stand-in rule for
     each (see :mod:`structspec.grammar.given`), which is never compiled nor inlined."""
     given = automata or {}
-    order = _reachable_in_order(table, root)
-    inline = _inlinable(table, order, {name: _refs(table, name) for name in order}) - given.keys()
-    compiled = [name for name in order if name not in inline or name == root]
-    dfas = [_given_dfa(given[name]) if name in given else _rule_dfa(table, inline, name) for name in compiled]
-    symbols = (sym for dfa in dfas for moves in dfa.sym_next for sym in moves)
-    token_refs = tuple(dict.fromkeys(sym for sym in symbols if isinstance(sym, TokenRef)))
+    key = (id(table), root, frozenset(given))
+    plan = _PLANS.get(key, None) if given else None
+    if plan is None or plan[0] is not table:
+        order = _reachable_in_order(table, root)
+        inline = _inlinable(table, order, {name: _refs(table, name) for name in order}) - given.keys()
+        compiled = [name for name in order if name not in inline or name == root]
+        own = [None if name in given else _rule_dfa(table, inline, name) for name in compiled]
+        symbols = (sym for dfa in own if dfa is not None for moves in dfa.sym_next for sym in moves)
+        token_refs = tuple(dict.fromkeys(sym for sym in symbols if isinstance(sym, TokenRef)))
+        plan = (table, compiled, own, token_refs)
+        if given:
+            _PLANS.put(key, plan)
+    _, compiled, own, token_refs = plan
+    dfas = [_given_dfa(given[name]) if dfa is None else dfa for name, dfa in zip(compiled, own, strict=True)]
     return _assemble(compiled, dfas, root, token_refs)
 
 
