@@ -1,6 +1,6 @@
 """Compile time and first masks of a grounded schema over a long source text, step by step.
 
-    python tools/bench_grounded.py --chars 20000 --repeats 7 [--tokenizer llama3]
+    python tools/bench_grounded.py --chars 20000 --repeats 7 [--tokenizer llama3] [--cold-schema]
 
 The source text is held-out extraction documents (tools/make_extraction_corpus.py: names with
 accents, CJK, addresses, amounts, e-mails) joined until it has ``--chars`` characters, a
@@ -15,6 +15,10 @@ grounded rule's automata, suffix automaton included), ``from_gbnf`` (rules to th
 ``compile`` (binding to the vocabulary), ``first mask`` (the mask before any token), and
 ``value mask``: the mask at the start of the first grounded value, the one that sweeps every
 token spelling a span of the text. Prints medians (and the automaton sizes).
+
+A schema seen before keeps its grammar text, rule table and compile plan (docs/grounded.md), so
+a new text costs its automata; ``--cold-schema`` empties those caches before each repeat, for
+the first text of a schema (the rule automata stay warm, as after any earlier schema).
 """
 
 from __future__ import annotations
@@ -53,6 +57,16 @@ def source_text(chars: int, seed: int) -> str:
     return "\n\n".join(parts)[:chars]
 
 
+def forget_schemas() -> None:
+    """Empty the caches that let a schema seen before skip its conversion and planning."""
+    from structspec.grammar import compiler, grammar
+    from structspec.jsonschema import convert
+
+    convert._TEMPLATES.clear()
+    grammar._TABLES.clear()
+    compiler._PLANS.clear()
+
+
 def time_once(schema: dict, text: str, vocabulary: structspec.Vocabulary) -> tuple[list[float], dict[str, int]]:
     start = time.perf_counter()
     SuffixAutomaton(text)
@@ -84,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chars", type=int, default=20000, help="length of the source text")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--tokenizer", default="llama3")
+    parser.add_argument("--cold-schema", action="store_true", help="a schema never seen before at every repeat")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     assets = require_assets()
@@ -95,10 +110,13 @@ def main(argv: list[str] | None = None) -> None:
     gc.freeze()  # what lives as long as a server, out of the collector's sight (structspec.server.collector)
     rows = []
     for repeat in range(args.repeats):
+        if args.cold_schema:
+            forget_schemas()
         steps, sizes = time_once(schema, source_text(args.chars, repeat), vocabulary)
         rows.append(steps)
     print(f"grounded invoice schema over {args.chars:,} characters, tokenizer {args.tokenizer} "
-          f"({vocabulary.size:,} ids), {args.repeats} texts; automaton states {sizes}")
+          f"({vocabulary.size:,} ids), {args.repeats} texts, {'cold' if args.cold_schema else 'warm'} schema; "
+          f"automaton states {sizes}")
     print(f"{'step':18} {'median':>10} {'min':>10}")
     for i, step in enumerate(STEPS):
         values = [row[i] for row in rows]
