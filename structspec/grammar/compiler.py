@@ -440,34 +440,37 @@ def _determinize(nfa: _NFA, start: int, accept: int, rule: Rule) -> _DFA:
         subset = queue[done]
         current = done
         done += 1
-        pieces: list[tuple[int, set[int]]] = []
+        by_mask: dict[int, set[int]] = {}  # edges grouped first: a wide alternation shares a few masks
         symbols: dict[str | TokenRef, set[int]] = {}
         for s in subset:
             for mask, target in nfa.byte_edges[s]:
-                pieces = _refine(pieces, mask, target)
+                by_mask.setdefault(mask, set()).add(target)
             for symbol, target in nfa.sym_edges[s]:
                 symbols.setdefault(symbol, set()).add(target)
+        pieces: list[tuple[int, set[int]]] = []
+        for mask, targets in by_mask.items():
+            pieces = _refine(pieces, mask, targets)
         dfa.byte_pieces[current] = [(mask, state_id(closure(targets))) for mask, targets in pieces]
         dfa.sym_next[current] = {sym: state_id(closure(t)) for sym, t in symbols.items()}
     return dfa
 
 
-def _refine(pieces: list[tuple[int, set[int]]], mask: int, target: int) -> list[tuple[int, set[int]]]:
-    """Split disjoint byte pieces so that ``mask -> target`` is added without overlaps."""
+def _refine(pieces: list[tuple[int, set[int]]], mask: int, targets: set[int]) -> list[tuple[int, set[int]]]:
+    """Split disjoint byte pieces so that ``mask -> targets`` is added without overlaps."""
     out = []
     remaining = mask
-    for piece_mask, targets in pieces:
+    for piece_mask, piece_targets in pieces:
         common = piece_mask & mask
         if common:
-            out.append((common, targets | {target}))
+            out.append((common, piece_targets | targets))
             rest = piece_mask & ~mask
             if rest:
-                out.append((rest, targets))
+                out.append((rest, piece_targets))
             remaining &= ~piece_mask
         else:
-            out.append((piece_mask, targets))
+            out.append((piece_mask, piece_targets))
     if remaining:
-        out.append((remaining, {target}))
+        out.append((remaining, set(targets)))
     return out
 
 

@@ -27,6 +27,7 @@ from structspec.grammar import Grammar
 from structspec.grammar.completion import completion_cost, rule_completion_costs, shortest_steps, spellable_bytes
 from structspec.grammar.gbnf.ast import TokenRef
 from structspec.grammar.parse_state import ParseState, union
+from structspec.grammar.tags import StructuralTag
 from structspec.lru import MISSING, BoundedCache
 from structspec.masks.matcher import Matcher
 from structspec.masks.runner import StackRunner
@@ -265,10 +266,12 @@ the key cannot be reused meanwhile; nothing here keeps a grammar alive."""
 _COMPILED_LOCK = threading.Lock()
 
 
-def compile(grammar: Grammar, tokenizer_or_vocabulary) -> CompiledGrammar:
-    """Bind ``grammar`` to a tokenizer (or :class:`~structspec.Vocabulary`). While a compiled
-    grammar is in use, compiling the same pair again returns it (with the masks it has
-    computed); once nothing holds it, it is freed."""
+def compile(grammar: Grammar | StructuralTag, tokenizer_or_vocabulary) -> CompiledGrammar:
+    """Bind ``grammar`` (or a structural tag's grammar) to a tokenizer (or
+    :class:`~structspec.Vocabulary`). While a compiled grammar is in use, compiling the same pair
+    again returns it (with the masks it has computed); once nothing holds it, it is freed."""
+    if isinstance(grammar, StructuralTag):
+        grammar = grammar.grammar
     vocabulary = (
         tokenizer_or_vocabulary
         if isinstance(tokenizer_or_vocabulary, Vocabulary)

@@ -151,3 +151,19 @@ def test_processor_computes_the_guessed_next_mask_in_the_background() -> None:
     following = compiled.matcher()
     assert following.accept_token(guess)
     assert compiled.known_mask_words(following.state) is not None
+
+
+def test_processor_with_a_structural_tag() -> None:
+    from structspec import StructuralTag, Tag
+
+    tok = tokenizer("llama2")
+    model = tiny_llama(len(tok), 3)
+    vocabulary = Vocabulary.from_tokenizer(tok, vocab_size=model.config.vocab_size)
+    tags = StructuralTag([Tag("<rec>", SCHEMA, "</rec>")], min_segments=1, max_segments=1, free_text=False)
+    compiled = structspec.compile(tags, vocabulary)
+    ids = _generate(model, tok, compiled)
+    matcher = compiled.matcher()
+    assert matcher.accept_tokens(ids) == len(ids)
+    assert matcher.is_accepting()
+    (segment,) = tags.parse(_text(vocabulary, ids)).segments
+    jsonschema.validate(segment.value, SCHEMA)
