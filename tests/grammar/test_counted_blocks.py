@@ -1,6 +1,7 @@
 """Repetitions counted past ``BLOCK_AT`` are compiled over a block rule of about sqrt(count)
 copies (``grammar/compiler.py`` ``_blocked``): the language and the masks stay those of the plain
-expansion, while the automaton no longer needs one state per count."""
+expansion, while the automaton no longer needs one state per count (the masks there:
+``tests/masks/test_native.py``)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import structspec
-from structspec import Grammar, Vocabulary
+from structspec import Grammar
 from structspec.grammar import compiler
 
 ITEMS = ('"ab"', "[a-c]", '("a" | "bc")', "[a-b]{1,2}", '"é"')
-
-
-@pytest.fixture
-def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Block every repetition counted past 3, so small counts take the block path."""
-    monkeypatch.setattr(compiler, "BLOCK_AT", 3)
 
 
 def test_a_count_of_100000_compiles_to_few_states_and_means_exactly_that_count() -> None:
@@ -60,14 +54,3 @@ def test_blocked_repetition_has_the_language_of_the_plain_one(item: str, low: in
         for _ in range(3):
             text = "".join(rng.choice(UNITS[item]) for _ in range(n)) + rng.choice([".", "", ".."])
             assert blocked.matches(text) is plain.matches(text), (gbnf, text)
-
-
-def test_masks_inside_a_blocked_repetition_are_exact(small_blocks: None) -> None:
-    from tests.masks.test_masks import _brute_force, _random_walk
-
-    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"ab", b"bc", b"abc", b"cab", b"aaaa", b".", b"a.", None],
-                                        eos_ids=[10])
-    for gbnf in ('root ::= [a-c]{5,11} "."', 'root ::= ("a" | "bc"){4,} "."', 'root ::= "ab"{9} "."'):
-        compiled = structspec.compile(Grammar.from_gbnf(gbnf), vocab)
-        for seed in range(6):
-            _random_walk(compiled, seed, 14, _brute_force)
