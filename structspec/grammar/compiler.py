@@ -40,6 +40,7 @@ DFA_CACHE_ENTRIES = 4096  # rule automata kept for reuse
 DFA_STATE_BYTES = 700  # estimated bytes per state of a kept automaton with its key (measured: about 680)
 NFA_LIMIT = 400_000  # NFA states per rule
 DFA_LIMIT = 100_000  # DFA states per rule
+BLOCK_AT = 4096  # repetition counts above which a repetition calls a rule of ~sqrt(count) copies
 _ANY = ((0, 0x10FFFF),)
 
 
@@ -81,10 +82,11 @@ def compile_rules(
     key = (id(table), root, frozenset(given))
     plan = _PLANS.get(key, None) if given else None
     if plan is None or plan[0] is not table:
-        order = _reachable_in_order(table, root)
-        inline = _inlinable(table, order, {name: _refs(table, name) for name in order}) - given.keys()
+        rules, blocks = _blocked(table)
+        order = _reachable_in_order(rules, root)
+        inline = _inlinable(rules, order, {name: _refs(rules, name) for name in order}) - given.keys() - blocks
         compiled = [name for name in order if name not in inline or name == root]
-        own = [None if name in given else _rule_dfa(table, inline, name) for name in compiled]
+        own = [None if name in given else _rule_dfa(rules, inline, name) for name in compiled]
         symbols = (sym for dfa in own if dfa is not None for moves in dfa.sym_next for sym in moves)
         token_refs = tuple(dict.fromkeys(sym for sym in symbols if isinstance(sym, TokenRef)))
         plan = (table, compiled, own, token_refs)
@@ -133,6 +135,61 @@ def _inlined_callees(table: Mapping[str, Rule], inline: set[str], name: str) -> 
                 found[callee] = table[callee].body
                 todo.append(callee)
     return tuple(sorted(found.items(), key=lambda item: item[0]))
+
+
+def _blocked(table: Mapping[str, Rule]) -> tuple[Mapping[str, Rule], set[str]]:
+    """``table`` with every repetition counted past ``BLOCK_AT`` rewritten over a new *block*
+    rule of ``k`` copies of its item (``k`` about the square root of the count), and the block
+    rules' names. ``x{m,n}`` becomes ``x{m}`` then ``x{0,n-m}``; with ``B ::= x{k}``,
+    ``x{c} = B{c // k} x{c % k}`` and ``x{0,d} = B{0,q-1} x{0,k-1} | B{q} x{0,d % k}``
+    (``q = d // k``): the same language, ``O(k)`` automaton states where the plain expansion
+    needs one per count (``x{100000}`` would need 100,001), the count kept on the parse
+    stack. Block names hold ``~``, which GBNF names cannot."""
+    if not any(isinstance(n, Repeat) and max(n.min, n.max or 0) > BLOCK_AT
+               for rule in table.values() for n in walk(rule.body)):
+        return table, set()
+    rules = dict(table)
+    blocks: set[str] = set()
+
+    def block(rule: Rule, item: Node, k: int, at: Node) -> RuleRef:
+        name = f"{rule.name}~{len(blocks)}"
+        blocks.add(name)
+        rules[name] = Rule(name=name, body=Repeat(item, k, k, line=at.line, column=at.column),
+                           line=at.line, column=at.column)
+        return RuleRef(name=name, line=at.line, column=at.column)
+
+    def rewrite(rule: Rule, node: Node) -> Node:
+        if isinstance(node, Sequence):
+            return Sequence(tuple(rewrite(rule, n) for n in node.items), line=node.line, column=node.column)
+        if isinstance(node, Choice):
+            return Choice(tuple(rewrite(rule, n) for n in node.alternatives), line=node.line, column=node.column)
+        if not isinstance(node, Repeat):
+            return node
+        item = rewrite(rule, node.item)
+        if max(node.min, node.max or 0) <= BLOCK_AT:
+            return Repeat(item, node.min, node.max, line=node.line, column=node.column)
+        k = int(max(node.min, node.max or 0) ** 0.5) + 1
+        ref = block(rule, item, k, node)
+
+        def times(low: int, high: int | None, of: Node = item) -> Repeat:
+            return Repeat(of, low, high, line=node.line, column=node.column)
+
+        def exactly(count: int) -> list[Node]:
+            return [times(count // k, count // k, ref), times(count % k, count % k)]
+
+        if node.max is None:
+            tail: list[Node] = [times(0, None)]
+        elif node.max - node.min < k:
+            tail = [times(0, node.max - node.min)]
+        else:
+            q, r = divmod(node.max - node.min, k)
+            tail = [Choice((Sequence((times(0, q - 1, ref), times(0, k - 1))),
+                            Sequence((times(q, q, ref), times(0, r))))), ]
+        return Sequence((*exactly(node.min), *tail), line=node.line, column=node.column)
+
+    for name, rule in table.items():
+        rules[name] = Rule(name=name, body=rewrite(rule, rule.body), line=rule.line, column=rule.column)
+    return rules, blocks
 
 
 def _reachable_in_order(table: Mapping[str, Rule], root: str) -> list[str]:

@@ -85,3 +85,17 @@ def test_demo_evaluation_sorts_fields_by_kind_and_marks_copied_strings() -> None
     on = {**off, "grounding": "on", "per_kind": {"number": {"fields_right": 1.0, "fields": 2}}, "fields_right": 1.0}
     table = ev.grounding_table([off, on])
     assert "| number | 2 | 50.0% | 100.0% (+50.0) |" in table
+
+
+def test_counted_replay_times_every_mask_and_refuses_a_text_off_the_grammar() -> None:
+    import bench_counted
+
+    import structspec
+    from structspec import Grammar
+
+    vocab = Vocabulary.from_token_bytes([b'"', b"a", b"ab", b'b"', None], eos_ids=[4])
+    compiled = structspec.compile(Grammar.from_gbnf('root ::= "\\"" [ab]{0,5} "\\""'), vocab)
+    computed, used = bench_counted.replay(compiled, [[0, 2, 1, 3], [0, 3]])
+    assert len(computed) == len(used) == 6
+    with pytest.raises(SystemExit, match="refused"):
+        bench_counted.replay(compiled, [[0, 2, 2, 2]])  # six letters
