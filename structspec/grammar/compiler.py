@@ -10,7 +10,7 @@ as the spans of a source text) are taken as they are, never inlined.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -82,7 +82,7 @@ def compile_rules(
     key = (id(table), root, frozenset(given))
     plan = _PLANS.get(key, None) if given else None
     if plan is None or plan[0] is not table:
-        rules, blocks = _blocked(table)
+        rules, blocks = _blocked(table, given.keys())
         order = _reachable_in_order(rules, root)
         inline = _inlinable(rules, order, {name: _refs(rules, name) for name in order}) - given.keys() - blocks
         compiled = [name for name in order if name not in inline or name == root]
@@ -137,16 +137,17 @@ def _inlined_callees(table: Mapping[str, Rule], inline: set[str], name: str) -> 
     return tuple(sorted(found.items(), key=lambda item: item[0]))
 
 
-def _blocked(table: Mapping[str, Rule]) -> tuple[Mapping[str, Rule], set[str]]:
+def _blocked(table: Mapping[str, Rule], given: Collection[str] = ()) -> tuple[Mapping[str, Rule], set[str]]:
     """``table`` with every repetition counted past ``BLOCK_AT`` rewritten over a new *block*
     rule of ``k`` copies of its item (``k`` about the square root of the count), and the block
     rules' names. ``x{m,n}`` becomes ``x{m}`` then ``x{0,n-m}``; with ``B ::= x{k}``,
     ``x{c} = B{c // k} x{c % k}`` and ``x{0,d} = B{0,q-1} x{0,k-1} | B{q} x{0,d % k}``
     (``q = d // k``): the same language, ``O(k)`` automaton states where the plain expansion
     needs one per count (``x{100000}`` would need 100,001), the count kept on the parse
-    stack. Block names hold ``~``, which GBNF names cannot."""
+    stack. Block names hold ``~``, which GBNF names cannot. Rules named in ``given`` (stand-ins
+    for given automata) are left as they are."""
     if not any(isinstance(n, Repeat) and max(n.min, n.max or 0) > BLOCK_AT
-               for rule in table.values() for n in walk(rule.body)):
+               for name, rule in table.items() if name not in given for n in walk(rule.body)):
         return table, set()
     rules = dict(table)
     blocks: set[str] = set()
@@ -188,6 +189,8 @@ def _blocked(table: Mapping[str, Rule]) -> tuple[Mapping[str, Rule], set[str]]:
         return Sequence((*exactly(node.min), *tail), line=node.line, column=node.column)
 
     for name, rule in table.items():
+        if name in given:
+            continue
         rules[name] = Rule(name=name, body=rewrite(rule, rule.body), line=rule.line, column=rule.column)
     return rules, blocks
 
