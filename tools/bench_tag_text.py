@@ -1,6 +1,6 @@
 """What free text costs under a structural tag, next to unconstrained text.
 
-    python tools/bench_free_text.py [--tokenizer llama3] [--repeats 7] [--calls 3] [--json out.json]
+    python tools/bench_tag_text.py [--tokenizer llama3] [--repeats 7] [--calls 3] [--json out.json]
 
 A text of prose with ``--calls`` tool calls in it is tokenized and walked token by token, as a
 decoding loop walks it: the token's mask bit (``Matcher.allows``), the whole mask
