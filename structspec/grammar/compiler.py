@@ -16,28 +16,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from structspec.grammar.gbnf.ast import (
-    AnyChar,
-    CharClass,
-    Choice,
-    Literal,
-    Node,
-    Repeat,
-    Rule,
-    RuleRef,
-    Sequence,
-    TokenRef,
-    walk,
-)
 from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.grammar.ruleset import ByteMoves, RuleSet
 from structspec.grammar.utf8 import utf8_sequences
+from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef, walk
 
 INLINE_LIMIT = 400  # estimated NFA states up to which a non-recursive rule is inlined
 DFA_CACHE_STATES = 200_000  # automaton states of the rule automata kept for reuse by later grammars
 NFA_LIMIT = 400_000  # NFA states per rule
 DFA_LIMIT = 100_000  # DFA states per rule
-_ANY = ((0, 0x10FFFF),)
 
 
 class _AutomatonCache:
@@ -45,18 +32,18 @@ class _AutomatonCache:
     thread-safe (the server compiles request grammars on several threads)."""
 
     def __init__(self) -> None:
-        self.entries: OrderedDict[tuple[Node, tuple[tuple[str, Node], ...]], _DFA] = OrderedDict()
+        self.entries: OrderedDict[tuple[Expr, tuple[tuple[str, Expr], ...]], _DFA] = OrderedDict()
         self.states = 0
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[Node, tuple[tuple[str, Node], ...]]) -> _DFA | None:
+    def get(self, key: tuple[Expr, tuple[tuple[str, Expr], ...]]) -> _DFA | None:
         with self._lock:
             dfa = self.entries.get(key)
             if dfa is not None:
                 self.entries.move_to_end(key)
             return dfa
 
-    def put(self, key: tuple[Node, tuple[tuple[str, Node], ...]], dfa: _DFA) -> None:
+    def put(self, key: tuple[Expr, tuple[tuple[str, Expr], ...]], dfa: _DFA) -> None:
         with self._lock:
             if key in self.entries:  # built meanwhile by another thread
                 return
@@ -108,9 +95,9 @@ def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _DFA:
     return dfa
 
 
-def _inlined_callees(table: Mapping[str, Rule], inline: set[str], name: str) -> tuple[tuple[str, Node], ...]:
+def _inlined_callees(table: Mapping[str, Rule], inline: set[str], name: str) -> tuple[tuple[str, Expr], ...]:
     """``(name, body)`` of every rule inlined into ``name``, directly or through others."""
-    found: dict[str, Node] = {}
+    found: dict[str, Expr] = {}
     todo = [name]
     while todo:
         for callee in _refs(table, todo.pop()):
@@ -128,7 +115,7 @@ def _reachable_in_order(table: Mapping[str, Rule], root: str) -> list[str]:
             continue
         seen.add(name)
         order.append(name)
-        todo.extend(n.name for n in walk(table[name].body) if isinstance(n, RuleRef))
+        todo.extend(n.name for n in walk(table[name].body) if isinstance(n, Ref))
     return order
 
 
@@ -138,22 +125,22 @@ def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, 
     estimates: dict[str, int] = {}
     inline: set[str] = set()
 
-    def estimate(node: Node) -> int:
-        if isinstance(node, Literal):
+    def estimate(node: Expr) -> int:
+        if isinstance(node, Lit):
             return len(node.text.encode("utf-8")) + 1
-        if isinstance(node, (CharClass, AnyChar)):
-            ranges = node.code_points() if isinstance(node, CharClass) else _ANY
+        if isinstance(node, (CharClass, Chars)):
+            ranges = node.code_points() if isinstance(node, CharClass) else node.charset.ranges
             return sum(len(seq) for seq in utf8_sequences(ranges)) + 1
-        if isinstance(node, RuleRef):
+        if isinstance(node, Ref):
             return rule_estimate(node.name) if node.name in inline else 1
         if isinstance(node, TokenRef):
             return 1
-        if isinstance(node, Sequence):
+        if isinstance(node, Seq):
             return sum(estimate(child) for child in node.items) + 2
-        if isinstance(node, Choice):
-            return sum(estimate(child) for child in node.alternatives) + 2
-        assert isinstance(node, Repeat)
-        copies = max(node.min, 1) if node.max is None else max(node.max, 1)
+        if isinstance(node, Alt):
+            return sum(estimate(child) for child in node.items) + 2
+        assert isinstance(node, Rep)
+        copies = max(node.low, 1) if node.high is None else max(node.high, 1)
         return estimate(node.item) * copies + 2
 
     def rule_estimate(name: str) -> int:
@@ -164,12 +151,12 @@ def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, 
     callers: dict[str, int] = {}
     for name in names:
         for node in walk(table[name].body):
-            if isinstance(node, RuleRef):
+            if isinstance(node, Ref):
                 callers[node.name] = callers.get(node.name, 0) + 1
 
     def shared_loop(name: str) -> bool:
         return callers.get(name, 0) > 1 and any(
-            isinstance(node, Repeat) and node.max is None for node in walk(table[name].body)
+            isinstance(node, Rep) and node.high is None for node in walk(table[name].body)
         )
 
     # Leaves first, so a rule's estimate already knows which of its callees are inlined.
@@ -180,7 +167,7 @@ def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, 
 
 
 def _refs(table: Mapping[str, Rule], name: str) -> set[str]:
-    return {n.name for n in walk(table[name].body) if isinstance(n, RuleRef)}
+    return {n.name for n in walk(table[name].body) if isinstance(n, Ref)}
 
 
 def _recursive_rules(graph: Mapping[str, set[str]], names: list[str]) -> set[str]:
@@ -273,22 +260,22 @@ class _NFA:
         self.sym_edges.append([])
         return len(self.eps) - 1
 
-    def build(self, node: Node, start: int, end: int) -> None:
+    def build(self, node: Expr, start: int, end: int) -> None:
         """Add edges so that ``node`` leads from ``start`` to ``end``."""
-        if isinstance(node, Literal):
+        if isinstance(node, Lit):
             self._chain(start, end, [(1 << b,) for b in node.text.encode("utf-8")])
-        elif isinstance(node, (CharClass, AnyChar)):
-            ranges = node.code_points() if isinstance(node, CharClass) else _ANY
+        elif isinstance(node, (CharClass, Chars)):
+            ranges = node.code_points() if isinstance(node, CharClass) else node.charset.ranges
             for seq in utf8_sequences(ranges):
                 self._chain(start, end, [(_range_mask(lo, hi),) for lo, hi in seq])
-        elif isinstance(node, RuleRef):
+        elif isinstance(node, Ref):
             if node.name in self.inline:
                 self.build(self.table[node.name].body, start, end)
             else:
                 self.sym_edges[start].append((node.name, end))
         elif isinstance(node, TokenRef):
             self.sym_edges[start].append((node, end))
-        elif isinstance(node, Sequence):
+        elif isinstance(node, Seq):
             current = start
             for i, item in enumerate(node.items):
                 following = end if i == len(node.items) - 1 else self.new_state()
@@ -296,11 +283,11 @@ class _NFA:
                 current = following
             if not node.items:
                 self.eps[start].append(end)
-        elif isinstance(node, Choice):
-            for alt in node.alternatives:
+        elif isinstance(node, Alt):
+            for alt in node.items:
                 self.build(alt, start, end)
         else:
-            assert isinstance(node, Repeat)
+            assert isinstance(node, Rep)
             self._repeat(node, start, end)
 
     def _chain(self, start: int, end: int, masks: list[tuple[int]]) -> None:
@@ -313,13 +300,13 @@ class _NFA:
             self.byte_edges[current].append((mask, following))
             current = following
 
-    def _repeat(self, node: Repeat, start: int, end: int) -> None:
+    def _repeat(self, node: Rep, start: int, end: int) -> None:
         current = start
-        for _ in range(node.min):
+        for _ in range(node.low):
             following = self.new_state()
             self.build(node.item, current, following)
             current = following
-        if node.max is None:
+        if node.high is None:
             loop = self.new_state()
             self.eps[current].append(loop)
             body_end = self.new_state()
@@ -327,7 +314,7 @@ class _NFA:
             self.eps[body_end].append(loop)
             self.eps[loop].append(end)
             return
-        for _ in range(node.max - node.min):
+        for _ in range(node.high - node.low):
             following = self.new_state()
             self.eps[current].append(end)
             self.build(node.item, current, following)

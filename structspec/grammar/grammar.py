@@ -7,11 +7,11 @@ from types import MappingProxyType
 
 from structspec.grammar.compiler import CompileLimitError, compile_rules
 from structspec.grammar.gbnf.analysis import grammar_errors, rule_table
-from structspec.grammar.gbnf.ast import Rule
 from structspec.grammar.gbnf.parser import parse_gbnf
-from structspec.grammar.gbnf.printer import format_rules
 from structspec.grammar.parse_state import ParseState
 from structspec.grammar.ruleset import RuleSet
+from structspec.ir.expr import Rule
+from structspec.ir.printer import format_rule
 
 
 class Grammar:
@@ -98,7 +98,7 @@ class Grammar:
 
     def to_gbnf(self) -> str:
         """GBNF text for this grammar; parsing it gives an equivalent grammar."""
-        return format_rules(self._rules.values())
+        return "".join(format_rule(r.name, r.body, width=None, ascii_only=False) + "\n" for r in self._rules.values())
 
     def initial_state(self) -> ParseState:
         """The parse state before any input."""

@@ -1,9 +1,10 @@
-"""The shared intermediate form of every converter: character sets, expressions and DFAs.
+"""The shared form of every front end: character sets, the one expression tree and DFAs.
 
-Its one job is the algebra the JSON Schema and regex converters build grammars with: sets of
-code points (``charset``), expressions over them with their GBNF printer (``expr``), and
-deterministic automata with intersection, complement and minimization, emitted back as
-expressions (``automaton``).
+Its one job is the representation every grammar passes through and the algebra on it: sets of
+code points (``charset``); the expression tree that the GBNF parser yields and the JSON Schema
+and regex converters build (``expr``), with its one GBNF printer (``printer``); and
+deterministic automata over code points with intersection, complement and minimization,
+emitted back as expressions (``automaton``).
 
 May import: ``structspec.errors`` only.
 """

@@ -20,12 +20,12 @@ from structspec.ir.expr import (
     Rep,
     Seq,
     alt,
-    format_rule,
     references,
     rep,
     seq,
     substitute,
 )
+from structspec.ir.printer import format_rule
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9]+")
 MAX_NAME = 48

@@ -30,8 +30,8 @@ import numpy as np
 from structspec.errors import GrammarError
 from structspec.grammar import Grammar
 from structspec.grammar.completion import completion_cost, rule_completion_costs, spellable_bytes
-from structspec.grammar.gbnf.ast import TokenRef
 from structspec.grammar.parse_state import Frame, ParseState, close, frame, union
+from structspec.ir.expr import TokenRef
 from structspec.masks.matcher import Matcher
 from structspec.masks.runner import StackRunner, rows_in
 from structspec.tokens.trie import token_trie

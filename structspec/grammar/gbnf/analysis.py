@@ -8,18 +8,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping
 
-from structspec.grammar.gbnf.ast import (
-    CharClass,
-    Choice,
-    Literal,
-    Node,
-    Repeat,
-    Rule,
-    RuleRef,
-    Sequence,
-    walk,
-)
 from structspec.grammar.gbnf.diagnostics import Diagnostic
+from structspec.ir.expr import Alt, CharClass, Expr, Lit, Ref, Rep, Rule, Seq, walk
 
 
 def rule_table(rules: Iterable[Rule]) -> tuple[dict[str, Rule], list[Diagnostic]]:
@@ -50,7 +40,7 @@ def reference_problems(table: Mapping[str, Rule], root: str) -> list[Diagnostic]
         problems.append(Diagnostic("E102", f"the grammar has no {root!r} rule to start from{hint}", 1, 1))
     for rule in table.values():
         for node in walk(rule.body):
-            if isinstance(node, RuleRef) and node.name not in table:
+            if isinstance(node, Ref) and node.name not in table:
                 hint = _did_you_mean(node.name, table)
                 problems.append(
                     Diagnostic("E101", f"undefined rule {node.name!r}{hint}", node.line, node.column)
@@ -73,7 +63,7 @@ def reachable_rules(table: Mapping[str, Rule], root: str) -> set[str]:
             continue
         seen.add(name)
         for node in walk(table[name].body):
-            if isinstance(node, RuleRef) and node.name in table:
+            if isinstance(node, Ref) and node.name in table:
                 todo.append(node.name)
     return seen
 
@@ -91,36 +81,36 @@ def nullable_rules(table: Mapping[str, Rule]) -> set[str]:
     return nullable
 
 
-def is_nullable(node: Node, nullable: set[str]) -> bool:
+def is_nullable(node: Expr, nullable: set[str]) -> bool:
     """Whether an expression can match the empty string, given the nullable rules."""
-    if isinstance(node, Literal):
+    if isinstance(node, Lit):
         return node.text == ""
-    if isinstance(node, RuleRef):
+    if isinstance(node, Ref):
         return node.name in nullable
-    if isinstance(node, Sequence):
+    if isinstance(node, Seq):
         return all(is_nullable(item, nullable) for item in node.items)
-    if isinstance(node, Choice):
-        return any(is_nullable(alt, nullable) for alt in node.alternatives)
-    if isinstance(node, Repeat):
-        return node.min == 0 or is_nullable(node.item, nullable)
+    if isinstance(node, Alt):
+        return any(is_nullable(alt, nullable) for alt in node.items)
+    if isinstance(node, Rep):
+        return node.low == 0 or is_nullable(node.item, nullable)
     return False  # characters, classes, tokens
 
 
-def left_references(node: Node, nullable: set[str]) -> list[RuleRef]:
+def left_references(node: Expr, nullable: set[str]) -> list[Ref]:
     """Rule references that can be reached before any input is consumed."""
-    if isinstance(node, RuleRef):
+    if isinstance(node, Ref):
         return [node]
-    if isinstance(node, Sequence):
-        refs: list[RuleRef] = []
+    if isinstance(node, Seq):
+        refs: list[Ref] = []
         for item in node.items:
             refs.extend(left_references(item, nullable))
             if not is_nullable(item, nullable):
                 break
         return refs
-    if isinstance(node, Choice):
-        return [ref for alt in node.alternatives for ref in left_references(alt, nullable)]
-    if isinstance(node, Repeat):
-        return left_references(node.item, nullable) if node.max != 0 else []
+    if isinstance(node, Alt):
+        return [ref for alt in node.items for ref in left_references(alt, nullable)]
+    if isinstance(node, Rep):
+        return left_references(node.item, nullable) if node.high != 0 else []
     return []
 
 
@@ -148,7 +138,7 @@ def left_recursion_problems(table: Mapping[str, Rule]) -> list[Diagnostic]:
     return problems
 
 
-def _find_cycle(start: str, edges: Mapping[str, list[RuleRef]]) -> list[str] | None:
+def _find_cycle(start: str, edges: Mapping[str, list[Ref]]) -> list[str] | None:
     """The shortest cycle through ``start`` in the left-reference graph, if any."""
     parents: dict[str, str] = {}
     frontier = [start]
@@ -176,15 +166,15 @@ def _through_nullable(cycle: list[str], table: Mapping[str, Rule], nullable: set
     )
 
 
-def _first_item_refs(node: Node) -> set[str]:
+def _first_item_refs(node: Expr) -> set[str]:
     """Rules referenced in first position, skipping nothing."""
-    if isinstance(node, RuleRef):
+    if isinstance(node, Ref):
         return {node.name}
-    if isinstance(node, Sequence):
+    if isinstance(node, Seq):
         return _first_item_refs(node.items[0]) if node.items else set()
-    if isinstance(node, Choice):
-        return set().union(*(_first_item_refs(alt) for alt in node.alternatives))
-    if isinstance(node, Repeat):
+    if isinstance(node, Alt):
+        return set().union(*(_first_item_refs(alt) for alt in node.items))
+    if isinstance(node, Rep):
         return _first_item_refs(node.item)
     return set()
 
@@ -202,15 +192,15 @@ def productive_rules(table: Mapping[str, Rule]) -> set[str]:
     return productive
 
 
-def is_productive(node: Node, productive: set[str]) -> bool:
-    if isinstance(node, RuleRef):
+def is_productive(node: Expr, productive: set[str]) -> bool:
+    if isinstance(node, Ref):
         return node.name in productive
-    if isinstance(node, Sequence):
+    if isinstance(node, Seq):
         return all(is_productive(item, productive) for item in node.items)
-    if isinstance(node, Choice):
-        return any(is_productive(alt, productive) for alt in node.alternatives)
-    if isinstance(node, Repeat):
-        return node.min == 0 or is_productive(node.item, productive)
+    if isinstance(node, Alt):
+        return any(is_productive(alt, productive) for alt in node.items)
+    if isinstance(node, Rep):
+        return node.low == 0 or is_productive(node.item, productive)
     if isinstance(node, CharClass):
         return bool(node.code_points())
     return True
@@ -223,7 +213,7 @@ def productivity_problems(table: Mapping[str, Rule], names: Iterable[str]) -> li
     for name in names:
         if name in table and name not in productive:
             stuck = sorted({n.name for n in walk(table[name].body)
-                            if isinstance(n, RuleRef) and n.name not in productive})
+                            if isinstance(n, Ref) and n.name not in productive})
             via = f" (it always needs {', '.join(map(repr, stuck))})" if stuck else ""
             problems.append(Diagnostic(
                 "E107", f"rule {name!r} can never finish: it has no finite derivation{via}",
