@@ -2,7 +2,8 @@
 
 Steps: pick which rules to inline (small and non-recursive), build one epsilon-NFA per
 remaining rule with byte-range, rule-reference and token-reference edges (character classes
-become UTF-8 byte-range sequences), then determinize each with the subset construction.
+become UTF-8 byte-range sequences), then determinize each with the subset construction; both
+constructions are the automaton core of :mod:`structspec.ir.nfa`, over bytes here.
 Size limits keep pathological grammars from exhausting memory; past them compilation fails
 with ``E108`` naming the rule.
 """
@@ -20,6 +21,7 @@ from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.grammar.ruleset import ByteMoves, RuleSet
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef, walk
+from structspec.ir.nfa import NFA, Determinized, determinize
 
 INLINE_LIMIT = 400  # estimated NFA states up to which a non-recursive rule is inlined
 DFA_CACHE_STATES = 200_000  # automaton states of the rule automata kept for reuse by later grammars
@@ -87,12 +89,22 @@ def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _DFA:
     key = (table[name].body, _inlined_callees(table, inline, name))
     dfa = _DFA_CACHE.get(key)
     if dfa is None:
-        nfa = _NFA(table, inline, name)
-        start, end = nfa.new_state(), nfa.new_state()
-        nfa.build(table[name].body, start, end)
-        dfa = _determinize(nfa, start, end, table[name])
+        dfa = _build_dfa(table, inline, table[name])
         _DFA_CACHE.put(key, dfa)
     return dfa
+
+
+def _build_dfa(table: Mapping[str, Rule], inline: set[str], rule: Rule) -> _DFA:
+    nfa = _RuleNFA(table, inline, rule)
+    start, end = nfa.state(), nfa.state()
+    nfa.build(rule.body, start, end)
+
+    def too_large() -> CompileLimitError:
+        return _limit_error(
+            rule, f"needs more than {DFA_LIMIT} automaton states after determinization; split it into smaller rules"
+        )
+
+    return _DFA(determinize(nfa, nfa.closure([start]), lambda subset: end in subset, DFA_LIMIT, too_large))
 
 
 def _inlined_callees(table: Mapping[str, Rule], inline: set[str], name: str) -> tuple[tuple[str, Expr], ...]:
@@ -236,90 +248,55 @@ def _topological(graph: Mapping[str, set[str]], names: list[str]) -> list[str]:
     return list(reversed(order))
 
 
-class _NFA:
-    """An epsilon-NFA for one rule; symbol edges carry the called rule's name or the
-    :class:`TokenRef` (numbered only when the rule set is assembled, so automata are shared)."""
+class _Bytes:
+    """The alphabet of rule automata: UTF-8 bytes, an edge label being a 256-bit byte mask."""
 
-    def __init__(self, table: Mapping[str, Rule], inline: set[str], rule_name: str) -> None:
+    def literal(self, text: str) -> list[int]:
+        return [1 << b for b in text.encode("utf-8")]
+
+    def chars(self, ranges: tuple[tuple[int, int], ...]) -> list[list[int]]:
+        return [[_range_mask(lo, hi) for lo, hi in seq] for seq in utf8_sequences(ranges)]
+
+    def split(self, edges: list[tuple[int, int]]) -> list[tuple[int, set[int]]]:
+        pieces: list[tuple[int, set[int]]] = []
+        for mask, target in edges:
+            pieces = _refine(pieces, mask, target)
+        return pieces
+
+
+_BYTES = _Bytes()
+
+
+class _RuleNFA(NFA[int]):
+    """The NFA of one rule: inlined rules are built in place; other rule references and token
+    references are symbol edges carrying the called rule's name or the :class:`TokenRef`
+    (numbered only when the rule set is assembled, so automata are shared)."""
+
+    def __init__(self, table: Mapping[str, Rule], inline: set[str], rule: Rule) -> None:
+        def too_large() -> CompileLimitError:
+            return _limit_error(
+                rule, f"expands to more than {NFA_LIMIT} automaton states; split it into smaller rules or lower "
+                "repetition counts"
+            )
+
+        super().__init__(_BYTES, NFA_LIMIT, too_large)
         self.table = table
         self.inline = inline
-        self.rule = table[rule_name]
-        self.eps: list[list[int]] = []
-        self.byte_edges: list[list[tuple[int, int]]] = []
-        self.sym_edges: list[list[tuple[str | TokenRef, int]]] = []
 
-    def new_state(self) -> int:
-        if len(self.eps) >= NFA_LIMIT:
-            raise CompileLimitError(
-                Diagnostic("E108", f"rule {self.rule.name!r} expands to more than {NFA_LIMIT} automaton "
-                           "states; split it into smaller rules or lower repetition counts",
-                           self.rule.line, self.rule.column)
-            )
-        self.eps.append([])
-        self.byte_edges.append([])
-        self.sym_edges.append([])
-        return len(self.eps) - 1
-
-    def build(self, node: Expr, start: int, end: int) -> None:
-        """Add edges so that ``node`` leads from ``start`` to ``end``."""
-        if isinstance(node, Lit):
-            self._chain(start, end, [(1 << b,) for b in node.text.encode("utf-8")])
-        elif isinstance(node, (CharClass, Chars)):
-            ranges = node.code_points() if isinstance(node, CharClass) else node.charset.ranges
-            for seq in utf8_sequences(ranges):
-                self._chain(start, end, [(_range_mask(lo, hi),) for lo, hi in seq])
-        elif isinstance(node, Ref):
-            if node.name in self.inline:
-                self.build(self.table[node.name].body, start, end)
+    def leaf(self, expr: Expr, start: int, end: int) -> None:
+        if isinstance(expr, Ref):
+            if expr.name in self.inline:
+                self.build(self.table[expr.name].body, start, end)
             else:
-                self.sym_edges[start].append((node.name, end))
-        elif isinstance(node, TokenRef):
-            self.sym_edges[start].append((node, end))
-        elif isinstance(node, Seq):
-            current = start
-            for i, item in enumerate(node.items):
-                following = end if i == len(node.items) - 1 else self.new_state()
-                self.build(item, current, following)
-                current = following
-            if not node.items:
-                self.eps[start].append(end)
-        elif isinstance(node, Alt):
-            for alt in node.items:
-                self.build(alt, start, end)
+                self.symbol(start, expr.name, end)
+        elif isinstance(expr, TokenRef):
+            self.symbol(start, expr, end)
         else:
-            assert isinstance(node, Rep)
-            self._repeat(node, start, end)
+            super().leaf(expr, start, end)
 
-    def _chain(self, start: int, end: int, masks: list[tuple[int]]) -> None:
-        if not masks:
-            self.eps[start].append(end)
-            return
-        current = start
-        for i, (mask,) in enumerate(masks):
-            following = end if i == len(masks) - 1 else self.new_state()
-            self.byte_edges[current].append((mask, following))
-            current = following
 
-    def _repeat(self, node: Rep, start: int, end: int) -> None:
-        current = start
-        for _ in range(node.low):
-            following = self.new_state()
-            self.build(node.item, current, following)
-            current = following
-        if node.high is None:
-            loop = self.new_state()
-            self.eps[current].append(loop)
-            body_end = self.new_state()
-            self.build(node.item, loop, body_end)
-            self.eps[body_end].append(loop)
-            self.eps[loop].append(end)
-            return
-        for _ in range(node.high - node.low):
-            following = self.new_state()
-            self.eps[current].append(end)
-            self.build(node.item, current, following)
-            current = following
-        self.eps[current].append(end)
+def _limit_error(rule: Rule, what: str) -> CompileLimitError:
+    return CompileLimitError(Diagnostic("E108", f"rule {rule.name!r} {what}", rule.line, rule.column))
 
 
 def _range_mask(low: int, high: int) -> int:
@@ -329,10 +306,10 @@ def _range_mask(low: int, high: int) -> int:
 class _DFA:
     """One rule's deterministic automaton with local state numbers (0 is the start)."""
 
-    def __init__(self) -> None:
-        self.byte_pieces: list[list[tuple[int, int]]] = []  # (byte mask, target)
-        self.sym_next: list[dict[str | TokenRef, int]] = []  # called rule name or token reference
-        self.final: list[bool] = []
+    def __init__(self, automaton: Determinized[int]) -> None:
+        self.byte_pieces = automaton.edges  # (byte mask, target)
+        self.sym_next = automaton.moves  # called rule name or token reference -> target
+        self.final = automaton.accept
         self._layout: _Layout | None = None
 
     def layout(self) -> _Layout:
@@ -350,57 +327,6 @@ class _Layout(NamedTuple):
     table: np.ndarray  # [state, local class] -> local target, -1 for none
     calls: tuple[tuple[int, tuple[tuple[str | TokenRef, int], ...]], ...]  # states with symbol edges
     final: np.ndarray
-
-
-def _determinize(nfa: _NFA, start: int, accept: int, rule: Rule) -> _DFA:
-    eps = nfa.eps
-
-    def closure(states) -> frozenset[int]:
-        seen = set(states)
-        todo = list(states)
-        while todo:
-            for target in eps[todo.pop()]:
-                if target not in seen:
-                    seen.add(target)
-                    todo.append(target)
-        return frozenset(seen)
-
-    dfa = _DFA()
-    ids: dict[frozenset[int], int] = {}
-    queue: list[frozenset[int]] = []
-
-    def state_id(subset: frozenset[int]) -> int:
-        found = ids.get(subset)
-        if found is None:
-            if len(ids) >= DFA_LIMIT:
-                raise CompileLimitError(
-                    Diagnostic("E108", f"rule {rule.name!r} needs more than {DFA_LIMIT} automaton states "
-                               "after determinization; split it into smaller rules",
-                               rule.line, rule.column)
-                )
-            found = ids[subset] = len(ids)
-            queue.append(subset)
-            dfa.byte_pieces.append([])
-            dfa.sym_next.append({})
-            dfa.final.append(accept in subset)
-        return found
-
-    state_id(closure([start]))
-    done = 0
-    while done < len(queue):
-        subset = queue[done]
-        current = done
-        done += 1
-        pieces: list[tuple[int, set[int]]] = []
-        symbols: dict[str | TokenRef, set[int]] = {}
-        for s in subset:
-            for mask, target in nfa.byte_edges[s]:
-                pieces = _refine(pieces, mask, target)
-            for symbol, target in nfa.sym_edges[s]:
-                symbols.setdefault(symbol, set()).add(target)
-        dfa.byte_pieces[current] = [(mask, state_id(closure(targets))) for mask, targets in pieces]
-        dfa.sym_next[current] = {sym: state_id(closure(t)) for sym, t in symbols.items()}
-    return dfa
 
 
 def _refine(pieces: list[tuple[int, set[int]]], mask: int, target: int) -> list[tuple[int, set[int]]]:

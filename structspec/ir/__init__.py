@@ -2,9 +2,10 @@
 
 Its one job is the representation every grammar passes through and the algebra on it: sets of
 code points (``charset``); the expression tree that the GBNF parser yields and the JSON Schema
-and regex converters build (``expr``), with its one GBNF printer (``printer``); and
-deterministic automata over code points with intersection, complement and minimization,
-emitted back as expressions (``automaton``).
+and regex converters build (``expr``), with its one GBNF printer (``printer``); the one
+NFA and subset construction, over bytes or code points (``nfa``); and deterministic automata
+over code points with intersection, complement and minimization, emitted back as expressions
+(``automaton``).
 
 May import: ``structspec.errors`` only.
 """
