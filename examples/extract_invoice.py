@@ -7,7 +7,7 @@ The schema and the text are ``invoice.schema.json`` and ``invoice.txt`` beside t
 same as ``structspec extract --schema examples/invoice.schema.json --text examples/invoice.txt``).
 The output is constrained token by token, so it always follows the schema; speculative
 decoding (grammar-forced tokens, n-grams, the draft model) makes it fast. Exits 1 if the
-token limit ran out before the JSON was complete.
+token limit ran out before the JSON was complete, 2 if the prompt does not fit the model's context.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import structspec
+from structspec.generation import ContextLengthError
 from structspec.models import load
 from structspec.models.prompt import extraction_messages
 
@@ -39,9 +40,13 @@ def main() -> int:
     generator = structspec.Generator(model, tokenizer, draft_model=draft)
 
     messages = extraction_messages(INVOICE_TEXT, INVOICE_SCHEMA)
-    result = generator.generate(
-        messages, INVOICE_SCHEMA, max_new_tokens=args.max_tokens, speculative=structspec.SpecConfig()
-    )
+    try:
+        result = generator.generate(
+            messages, INVOICE_SCHEMA, max_new_tokens=args.max_tokens, speculative=structspec.SpecConfig()
+        )
+    except ContextLengthError as exc:  # checked before decoding
+        print(f"the invoice is too long for this model: {exc}", file=sys.stderr)
+        return 2
     stats = result.stats
     print(
         f"{stats.tokens} tokens in {stats.seconds['total']:.2f} s, {stats.tokens_per_forward:.2f} tokens per "

@@ -4,7 +4,8 @@
     python examples/pydantic_people.py --model PATH    # any local folder or hub id
 
 ``structspec.generate`` constrains the output to the model's JSON Schema (here with an optional
-field and a bounded integer) and returns a validated ``Person`` instance.
+field and a bounded integer) and returns a validated ``Person`` instance. Exits 1 if the token
+limit ran out before an output was complete, 2 if a card does not fit the model's context.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from pydantic import BaseModel, ConfigDict, Field
 
 import structspec
-from structspec.generation import GenerationError
+from structspec.generation import ContextLengthError, GenerationError
 from structspec.jsonschema.pydantic_models import model_schema
 from structspec.models import load
 from structspec.models.prompt import extraction_messages
@@ -60,6 +61,9 @@ def main() -> int:
         except GenerationError as exc:
             print(f"stopped at --max-tokens {args.max_tokens} before the output was complete: {exc}", file=sys.stderr)
             return 1
+        except ContextLengthError as exc:  # checked before decoding
+            print(f"the card is too long for this model: {exc}", file=sys.stderr)
+            return 2
         print(repr(person))  # a validated Person instance
     return 0
 

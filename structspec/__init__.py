@@ -6,6 +6,8 @@ from structspec.grammar.parse_state import ParseState, StackLimitError
 from structspec.masks.compiled import CompiledGrammar, compile
 from structspec.tokens.vocabulary import Vocabulary
 
+__version__ = "0.1.0"
+
 __all__ = [
     "CompiledGrammar",
     "Generator",
@@ -13,6 +15,7 @@ __all__ = [
     "GrammarError",
     "Matcher",
     "ParseState",
+    "Request",
     "Result",
     "SchemaError",
     "SpecConfig",
@@ -23,7 +26,7 @@ __all__ = [
     "generate",
 ]
 
-_GENERATION = ("Generator", "Result", "SpecConfig", "generate")
+_GENERATION = ("Generator", "Request", "Result", "SpecConfig", "generate")
 
 
 def __getattr__(name: str):

@@ -6,9 +6,11 @@ import argparse
 import importlib
 import sys
 
+from structspec import __version__
+
 # Sub-commands, in the order ``--help`` lists them. Each module provides
 # ``add_parser(subparsers)`` and ``run(args) -> int``.
-COMMANDS = ("extract", "generate", "serve", "convert", "lint")
+COMMANDS = ("extract", "generate", "serve", "batch", "convert", "lint")
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
@@ -19,6 +21,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
         "JSON Schema / Pydantic / regex to GBNF, lint grammars.",
         epilog="Run 'structspec COMMAND --help' for a command's options.",
     )
+    parser.add_argument("--version", action="version", version=f"structspec {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules = {}
     for name in COMMANDS:

@@ -45,19 +45,29 @@ class GrammarError(StructspecError, ValueError):
         return text
 
 
+#: :attr:`SchemaError.code` values (stable, listed in README).
+SCHEMA_UNSUPPORTED = "S001"  # invalid, or not enforceable exactly
+SCHEMA_TOO_DEEP = "S101"  # nests deeper than structspec.budget.MAX_NESTING
+SCHEMA_TOO_LARGE = "S102"  # over the conversion's size budget
+SCHEMA_TIMEOUT = "S103"  # over the conversion's time budget
+
+
 class SchemaError(StructspecError, ValueError):
-    """A JSON Schema uses something structspec cannot enforce exactly.
+    """A JSON Schema uses something structspec cannot enforce exactly, or exceeds a limit.
 
     Attributes:
         pointer: JSON pointer (RFC 6901) of the schema location, ``""`` for the root.
         keyword: the schema keyword at fault (``""`` when the whole node is at fault).
         message: the bare message.
+        code: ``S001`` (the schema is invalid or cannot be enforced exactly), or the limit it
+            exceeded: ``S101`` nesting, ``S102`` size budget, ``S103`` time budget.
     """
 
-    def __init__(self, message: str, pointer: str = "", keyword: str = "") -> None:
+    def __init__(self, message: str, pointer: str = "", keyword: str = "", code: str = SCHEMA_UNSUPPORTED) -> None:
         self.message = message
         self.pointer = pointer
         self.keyword = keyword
+        self.code = code
         where = f"#{pointer}" + (f" ({keyword})" if keyword else "")
         super().__init__(f"{where}: {message}")
 

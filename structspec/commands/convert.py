@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 import warnings
 from typing import Any
@@ -72,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"structspec: warning: {warning.message}", file=sys.stderr)
     except SchemaError as exc:
         where = f"#{exc.pointer}" + (f" ({exc.keyword})" if exc.keyword else "")
-        print(f"structspec: error: {where}: {exc.message}", file=sys.stderr)
+        print(f"structspec: error: {where}: {exc.code} {exc.message}", file=sys.stderr)
         return 2
     except (StructspecError, ValueError, TypeError, ImportError, OSError) as exc:
         print(f"structspec: error: {exc}", file=sys.stderr)
@@ -82,11 +81,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _load_schema(path: str) -> Any:
+    from structspec.jsonschema.convert import load_schema_text
+
     raw = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON: {exc}") from None
+    return load_schema_text(raw)
 
 
 def _load_model(spec: str) -> Any:

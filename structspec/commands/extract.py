@@ -22,12 +22,12 @@ from structspec.commands.options import (
     add_model_arguments,
     add_sampling_arguments,
     fail,
-    generation_options,
     load_generator,
     prepare,
     print_stats,
     read_json,
     read_text,
+    run_generation,
 )
 from structspec.commands.progress import step
 from structspec.errors import SchemaError, StructspecError
@@ -54,19 +54,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Extract and print; returns the exit status."""
+    from structspec.models.prompt import extraction_messages
+
     try:
         schema, model_class, grammar = _constraint(args)
         if args.text == "-" and sys.stdin.isatty():
             print("structspec: reading the text from stdin (end with Ctrl-D, or pass --text FILE)", file=sys.stderr)
         text = read_text(args.text, "text")
+        try:
+            messages = extraction_messages(text, schema, args.instructions)
+        except ValueError as exc:
+            raise CommandError(f"{'stdin' if args.text == '-' else args.text}: {exc}") from None
         generator = load_generator(args)
         prepare(generator, grammar)
+        result = run_generation(generator, messages, grammar, args, "the text")
     except (CommandError, StructspecError) as exc:
         return fail(exc)
-    from structspec.models.prompt import extraction_messages
-
-    messages = extraction_messages(text, schema, args.instructions)
-    result = generator.generate(messages, grammar, **generation_options(args))
     if args.stats:
         print_stats(result.stats)
     try:
@@ -113,7 +116,7 @@ def _constraint(args: argparse.Namespace) -> tuple[dict[str, Any], type | None, 
             grammar = Grammar.from_json_schema(schema)
     except SchemaError as exc:
         keyword = f" ({exc.keyword})" if exc.keyword else ""
-        raise CommandError(f"{where}#{exc.pointer}{keyword}: {exc.message}") from None
+        raise CommandError(f"{where}#{exc.pointer}{keyword}: {exc.code} {exc.message}") from None
     return schema, model_class, grammar
 
 

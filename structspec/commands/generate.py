@@ -17,11 +17,11 @@ from structspec.commands.options import (
     add_model_arguments,
     add_sampling_arguments,
     fail,
-    generation_options,
     load_generator,
     prepare,
     print_stats,
     read_text,
+    run_generation,
 )
 from structspec.commands.progress import step
 from structspec.errors import GrammarError, StructspecError
@@ -64,10 +64,10 @@ def run(args: argparse.Namespace) -> int:
         prompt = args.prompt if args.prompt is not None else read_text(args.prompt_file, "prompt")
         generator = load_generator(args)
         prepare(generator, grammar)
+        prompt_or_messages = [{"role": "user", "content": prompt}] if args.chat else prompt
+        stream = run_generation(generator, prompt_or_messages, grammar, args, "the prompt", stream=True)
     except (CommandError, StructspecError) as exc:
         return fail(exc)
-    prompt_or_messages = [{"role": "user", "content": prompt}] if args.chat else prompt
-    stream = generator.generate(prompt_or_messages, grammar, stream=True, **generation_options(args))
     for piece in stream:
         sys.stdout.write(piece)
         sys.stdout.flush()

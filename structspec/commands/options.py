@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from structspec.commands.progress import step
+from structspec.generation.sampling import MAX_SEED, MAX_TEMPERATURE, OptionError, Sampling, check
 
 
 class CommandError(Exception):
@@ -27,7 +30,7 @@ def fail(exc: BaseException) -> int:
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--model``, ``--draft-model`` and ``--no-draft``."""
+    """``--model``, ``--draft-model``, ``--no-draft``, ``--no-speculative``, ``--device`` and ``--dtype``."""
     group = parser.add_argument_group("model")
     group.add_argument(
         "--model",
@@ -42,6 +45,15 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--no-draft", action="store_true", help="decode without a draft model")
     group.add_argument(
+        "--device", default="auto", metavar="DEVICE",
+        help="auto (CUDA when available, else the CPU), cpu, cuda or cuda:N (default: auto)",
+    )
+    group.add_argument(
+        "--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
+        help="weights' type; auto is bfloat16 on GPUs that have it, float16 on others, float32 on the CPU "
+        "(default: auto)",
+    )
+    group.add_argument(
         "--no-speculative",
         dest="speculative",
         action="store_false",
@@ -51,28 +63,58 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser, *, max_tokens: int = 512) -> None:
-    """``--max-tokens``, ``--temperature``, ``--top-p``, ``--seed`` and ``--stats``."""
+    """``--max-tokens``, the sampling flags (:func:`add_sampling_flags`) and ``--stats``."""
     group = parser.add_argument_group("generation")
     group.add_argument(
-        "--max-tokens", type=_positive_int, default=max_tokens, metavar="N",
+        "--max-tokens", type=_option("max_new_tokens", int), default=max_tokens, metavar="N",
         help=f"most tokens to generate (default: {max_tokens})",
     )
-    group.add_argument(
-        "--temperature", type=_temperature, default=0.0, metavar="T",
-        help="sampling temperature; 0 is greedy (default: 0)",
-    )
-    group.add_argument(
-        "--top-p", type=_top_p, default=1.0, metavar="P", help="nucleus sampling mass in (0, 1] (default: 1)"
-    )
-    group.add_argument("--seed", type=int, metavar="N", help="random seed, for reproducible sampling")
+    add_sampling_flags(group)
     group.add_argument("--stats", action="store_true", help="print speed and draft acceptance on stderr")
+
+
+def add_sampling_flags(group: argparse._ArgumentGroup) -> None:
+    """``--temperature``, ``--top-p``, ``--top-k`` and ``--seed``, checked as :class:`Sampling` checks them."""
+    group.add_argument(
+        "--temperature", type=_option("temperature", float), default=0.0, metavar="T",
+        help=f"sampling temperature in [0, {MAX_TEMPERATURE:g}]; 0 is greedy (default: 0)",
+    )
+    group.add_argument(
+        "--top-p", type=_option("top_p", float), default=1.0, metavar="P",
+        help="nucleus sampling: keep the best tokens up to this probability mass, in (0, 1] (default: 1)",
+    )
+    group.add_argument(
+        "--top-k", type=_option("top_k", int), default=0, metavar="K",
+        help="keep only the K best-scored tokens; 0 keeps all (default: 0)",
+    )
+    group.add_argument(
+        "--seed", type=_option("seed", int), metavar="N",
+        help=f"random seed in 0..{MAX_SEED}, for reproducible sampling (default: a fresh one)",
+    )
+
+
+def sampling_options(args: argparse.Namespace, max_new_tokens: int | None = None) -> Sampling:
+    """The :class:`Sampling` the flags describe (``max_new_tokens`` in place of ``--max-tokens`` where given)."""
+    return Sampling(
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        max_new_tokens=args.max_tokens if max_new_tokens is None else max_new_tokens,
+    )
+
+
+GENERATION_EXTRA = "running a language model needs torch and transformers: pip install 'structspec[generation]'"
 
 
 def load_generator(args: argparse.Namespace) -> Any:
     """The :class:`structspec.Generator` the flags describe, loading with progress on stderr."""
-    from transformers.utils import logging as transformers_logging
+    try:
+        from transformers.utils import logging as transformers_logging
 
-    from structspec.generation import Generator
+        from structspec.generation import Generator
+    except ImportError as exc:
+        raise CommandError(f"{GENERATION_EXTRA} ({exc})") from None
     from structspec.models import load
 
     # Our own progress line replaces transformers' progress bars and advisory warnings.
@@ -80,8 +122,9 @@ def load_generator(args: argparse.Namespace) -> Any:
     transformers_logging.set_verbosity_error()
     target_name = args.model or "demo"
     draft_name = None if args.no_draft else args.draft_model or (None if args.model else "demo-draft")
-    model, tokenizer = _load(load, target_name, "model")
-    draft, draft_tokenizer = _load(load, draft_name, "draft model") if draft_name else (None, None)
+    placement = {"device": args.device, "dtype": args.dtype}
+    model, tokenizer = _load(load, target_name, "model", placement)
+    draft, draft_tokenizer = _load(load, draft_name, "draft model", placement) if draft_name else (None, None)
     with step("reading the vocabulary"):
         try:
             return Generator(model, tokenizer, draft_model=draft, draft_tokenizer=draft_tokenizer)
@@ -95,10 +138,10 @@ def prepare(generator: Any, grammar: Any) -> None:
         generator.compile(grammar)
 
 
-def _load(load: Any, name: str, role: str) -> tuple[Any, Any]:
+def _load(load: Any, name: str, role: str, placement: dict[str, str]) -> tuple[Any, Any]:
     with step(f"loading {role} {name}"):
         try:
-            return load(name)
+            return load(name, **placement)
         except (OSError, ValueError, ImportError, RuntimeError) as exc:
             raise CommandError(f"cannot load {role} {name!r}: {_first_line(exc)}") from None
 
@@ -110,15 +153,21 @@ def speculative_config(args: argparse.Namespace) -> Any:
     return SpecConfig() if args.speculative else None
 
 
-def generation_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Keyword arguments for ``Generator.generate`` from the sampling and model flags."""
-    return {
-        "speculative": speculative_config(args),
-        "max_new_tokens": args.max_tokens,
-        "temperature": args.temperature,
-        "top_p": args.top_p,
-        "seed": args.seed,
-    }
+def run_generation(
+    generator: Any, prompt: Any, grammar: Any, args: argparse.Namespace, what: str, **options: Any
+) -> Any:
+    """``generator.generate`` with the flags' options; a prompt that does not fit the model's
+    context, or encodes to nothing, is a :class:`CommandError` naming ``what`` (``the text``)."""
+    from structspec.generation.prompt import ContextLengthError
+
+    try:
+        return generator.generate(
+            prompt, grammar, **asdict(sampling_options(args)), speculative=speculative_config(args), **options
+        )
+    except ContextLengthError as exc:
+        raise CommandError(f"{what} is too long for the model: {exc}; shorten it or lower --max-tokens") from None
+    except ValueError as exc:  # e.g. a prompt that encodes to no tokens
+        raise CommandError(f"{what}: {_first_line(exc)}") from None
 
 
 def read_text(path: str, what: str) -> str:
@@ -140,6 +189,8 @@ def read_json(path: str, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CommandError(f"{path}:{exc.lineno}:{exc.colno}: {what} is not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise CommandError(f"{path}: {what} nests too deeply to parse") from None
 
 
 def print_stats(stats: Any) -> None:
@@ -156,25 +207,22 @@ def print_stats(stats: Any) -> None:
     print(line, file=sys.stderr)
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _option(name: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type`` that parses a flag's text and checks it as :class:`Sampling` option ``name``."""
 
+    def convert(text: str) -> Any:
+        try:
+            value = parse(text)
+        except ValueError:
+            kind = "an integer" if parse is int else "a number"
+            raise argparse.ArgumentTypeError(f"must be {kind}, got {text!r}") from None
+        try:
+            check(name, value)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(exc.problem) from None
+        return value
 
-def _temperature(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 2.0:
-        raise argparse.ArgumentTypeError(f"must lie in [0, 2], got {value}")
-    return value
-
-
-def _top_p(text: str) -> float:
-    value = float(text)
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {value}")
-    return value
+    return convert
 
 
 def _first_line(exc: BaseException) -> str:

@@ -2,6 +2,7 @@
 
     structspec serve --port 8000
     structspec serve --model ./my-model --draft-model ./my-draft --max-tokens 1024
+    structspec serve --temperature 0.7 --seed 1 --stats   # defaults for requests that leave them out
 
 Endpoints, limits and the concurrency design are described in docs/server.md. Needs the
 ``server`` extra (``pip install 'structspec[server]'``).
@@ -13,7 +14,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from structspec.commands.options import CommandError, add_model_arguments, fail, load_generator, speculative_config
+from structspec.commands.options import (
+    CommandError,
+    add_model_arguments,
+    add_sampling_flags,
+    fail,
+    load_generator,
+    print_stats,
+    sampling_options,
+    speculative_config,
+)
 
 SERVER_EXTRA = "structspec serve needs FastAPI and uvicorn: pip install 'structspec[server]'"
 
@@ -34,7 +44,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
     parser.add_argument("--model-id", metavar="NAME", help="model name clients use (default: the model folder's name)")
     parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    parser.add_argument("--stats", action="store_true",
+                        help="print each request's speed and draft acceptance on stderr (replies carry them too)")
     add_model_arguments(parser)
+    add_sampling_flags(parser.add_argument_group("request defaults", "sampling for requests that leave it out"))
     group = parser.add_argument_group("limits")
     group.add_argument("--max-tokens", type=int, default=defaults.max_tokens, metavar="N",
                        help=f"most tokens a request may ask for (default: {defaults.max_tokens})")
@@ -51,8 +64,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        help=f"largest GBNF grammar (default: {defaults.max_grammar_bytes})")
     group.add_argument("--max-queue", type=int, default=defaults.max_queue, metavar="N",
                        help=f"requests queued or running at once before HTTP 503 (default: {defaults.max_queue})")
+    group.add_argument("--max-batch", type=int, default=defaults.max_batch, metavar="N",
+                       help="most requests decoded together, one forward a step for all of them; 1 decodes one "
+                       f"request at a time (default: {defaults.max_batch})")
     group.add_argument("--cache-size", type=int, default=defaults.cache_size, metavar="N",
                        help=f"compiled grammars kept in the LRU cache (default: {defaults.cache_size})")
+    group.add_argument("--cache-bytes", type=int, default=defaults.cache_bytes, metavar="N",
+                       help="estimated bytes the cached compiled grammars may hold, token masks included "
+                       f"(default: {defaults.cache_bytes})")
+    group.add_argument("--compile-timeout", type=float, default=defaults.compile_timeout, metavar="SECONDS",
+                       help=f"longest a schema or grammar may take to compile (default: {defaults.compile_timeout:g})")
+    group.add_argument("--compile-processes", type=int, default=defaults.compile_processes, metavar="N",
+                       help=f"processes compiling grammars at once (default: {defaults.compile_processes})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,13 +99,20 @@ def run(args: argparse.Namespace) -> int:
             max_tokens=args.max_tokens,
             default_max_tokens=args.default_max_tokens or min(Limits.default_max_tokens, args.max_tokens),
             max_queue=args.max_queue,
+            max_batch=args.max_batch,
             cache_size=args.cache_size,
+            cache_bytes=args.cache_bytes,
+            compile_timeout=args.compile_timeout,
+            compile_processes=args.compile_processes,
         )
+        defaults = sampling_options(args, max_new_tokens=limits.default_max_tokens)
         generator = load_generator(args)
     except (CommandError, ValueError) as exc:
         return fail(exc)
     model_id = args.model_id or (Path(args.model).name if args.model else "structspec-demo")
-    app = create_app(Engine(generator, model_id, speculative_config(args)), limits)
+    engine = Engine(generator, model_id, speculative_config(args), defaults=defaults,
+                    on_stats=print_stats if args.stats else None)
+    app = create_app(engine, limits)
     print(f"structspec: serving {model_id} on http://{args.host}:{args.port}/v1", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

@@ -53,8 +53,9 @@ class ForwardCost:
         self._calls = 0
         self._means: tuple[float, float, float, float] | None = None  # of k, t, k*k, k*t; k = fed - 1
 
-    def add(self, fed: int, seconds: float) -> None:
-        """Record one forward over ``fed`` tokens that took ``seconds``."""
+    def add(self, fed: float, seconds: float) -> None:
+        """Record one forward over ``fed`` tokens that took ``seconds`` (a batch's rows: the
+        tokens fed per row and each row's share of the time)."""
         self._calls += 1
         if self._calls == 1:
             return

@@ -32,6 +32,9 @@ class CachedModel:
         self.tokens: list[int] = []
         self._device = next(model.parameters()).device
         self._keep_arg = _takes(type(model), "logits_to_keep")
+        # transformers 5 names the cache argument ``cache`` (``past_key_values`` is deprecated
+        # and goes in 5.40); older releases and models not yet migrated take ``past_key_values``
+        self._cache_arg = "cache" if _takes(type(model), "cache") else "past_key_values"
         self._additive_mask = getattr(_text_config(model), "_attn_implementation", None) == "eager"
 
     def logits(self, sequence: list[int], n_out: int) -> torch.Tensor:
@@ -46,8 +49,8 @@ class CachedModel:
         with torch.no_grad():
             out = self.model(
                 input_ids=torch.tensor([feed], device=self._device),
-                past_key_values=self.cache,
                 use_cache=True,
+                **{self._cache_arg: self.cache},
                 **kwargs,
             )
         self.tokens.extend(feed)
@@ -83,8 +86,8 @@ class CachedModel:
                 input_ids=torch.tensor([sequence[keep:] + nodes], device=self._device),
                 attention_mask=self._mask(allowed),
                 position_ids=torch.tensor([positions], device=self._device),
-                past_key_values=self.cache,
                 use_cache=True,
+                **{self._cache_arg: self.cache},
                 **kwargs,
             )
         self.tokens.extend(sequence[keep:] + nodes)
@@ -125,15 +128,20 @@ class CachedModel:
         return additive.masked_fill(~allowed, torch.finfo(dtype).min)
 
     def _rows(self, logits: torch.Tensor) -> torch.Tensor:
-        """Float32 CPU rows at the vocabulary's width (padded with -inf or trimmed)."""
-        logits = logits.float().cpu()
-        have, n_out = logits.shape[-1], logits.shape[0]
-        if have > self.width:
-            return logits[:, : self.width]
-        if have < self.width:
-            pad = logits.new_full((n_out, self.width - have), float("-inf"))
-            return torch.cat([logits, pad], dim=-1)
-        return logits
+        return vocabulary_rows(logits, self.width)
+
+
+def vocabulary_rows(logits: torch.Tensor, width: int) -> torch.Tensor:
+    """Logits ``[n, any]`` as float32 CPU rows ``[n, width]`` (padded with -inf or trimmed): masks,
+    sampling and the seeded generator live on the CPU."""
+    logits = logits.float().cpu()
+    have, n_out = logits.shape[-1], logits.shape[0]
+    if have > width:
+        return logits[:, :width]
+    if have < width:
+        pad = logits.new_full((n_out, width - have), float("-inf"))
+        return torch.cat([logits, pad], dim=-1)
+    return logits
 
 
 def tree_attention(model: torch.nn.Module) -> bool:

@@ -81,13 +81,16 @@ class DraftChain:
     its kind have been -- over the cost of its tokens beats the round's tokens per cost.
     """
 
-    def __init__(self, drafters: list, config: SpecConfig, branching: bool = False) -> None:
+    def __init__(
+        self, drafters: list, config: SpecConfig, branching: bool = False, forward: ForwardCost | None = None
+    ) -> None:
         self.drafters = drafters
         self.config = config
         self.branching = branching  # the target verifies draft trees (see CachedModel.tree_logits)
         self.acceptance = {d.name: Acceptance() for d in drafters}
         self.branch_taken = {kind: Acceptance() for kind in BRANCH_KINDS}  # how often a reached branch is taken
-        self.forward = ForwardCost()  # the target's verifying forward
+        # The target's verifying forward, measured by whoever runs it (shared by a batch's rows).
+        self.forward = forward or ForwardCost()
 
     def draft(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Draft:
         """A draft continuing ``context`` (``matcher`` is a copy of the target's, advanced by
@@ -150,11 +153,10 @@ class DraftChain:
         seconds = drafter.time_per_token.seconds
         return price + (seconds / base if seconds and base else drafter.prior_price)
 
-    def record(self, draft: Draft, path: list[int], stats: Stats, fed: int, target_seconds: float) -> None:
-        """Credit the accepted nodes (``path``) to their sources, update the sources' acceptance
-        along the main line and how often reached branches were taken, and the cost of the
-        verifying forward (``fed`` tokens in ``target_seconds``)."""
-        self.forward.add(fed, target_seconds)
+    def record(self, draft: Draft, path: list[int], stats: Stats) -> None:
+        """Credit the accepted nodes (``path``) to their sources, and update the sources'
+        acceptance along the main line and how often reached branches were taken. (The cost of
+        the verifying forward goes to :attr:`forward` from the loop that runs it.)"""
         kept = set(path)
         rejected = draft.children().get(path[-1] if path else -1, [])[:1]
         for node in [*path, *rejected]:

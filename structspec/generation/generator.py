@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import json
-import time
-from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from structspec.generation.batch import Batch
 from structspec.generation.cache import CachedModel, logits_width, tree_attention
 from structspec.generation.chain import DraftChain
 from structspec.generation.config import SpecConfig
 from structspec.generation.constraint import Constraint, to_constraint
 from structspec.generation.detokenize import TextAssembler
 from structspec.generation.drafters import ForcedDrafter, ModelDrafter, NgramDrafter
-from structspec.generation.loop import decode
-from structspec.generation.prompt import Messages, prompt_ids
+from structspec.generation.loop import Decoding, decode
+from structspec.generation.prompt import Messages, check_context, prompt_ids
 from structspec.generation.sampling import Sampling
+from structspec.generation.sequence import Request, RequestError, Sequence
 from structspec.generation.stats import Result, Stats
 from structspec.generation.vocab_check import draft_vocabulary
+from structspec.lru import BoundedCache
 from structspec.masks.compiled import CompiledGrammar
 from structspec.masks.compiled import compile as compile_grammar
 from structspec.tokens.vocabulary import Vocabulary
@@ -48,7 +49,9 @@ class Generator:
     """Generates text that follows a constraint from a causal LM, optionally speculatively.
 
     ``draft_model`` must share the target's vocabulary (checked through ``draft_tokenizer``,
-    which defaults to ``tokenizer``). Compiled constraints are cached per generator.
+    which defaults to ``tokenizer``). Compiled constraints are cached per generator: at most
+    ``cache_size`` of them and ``cache_bytes`` of their estimated size (masks included, measured
+    again after each generation), least recently used dropped first.
     """
 
     def __init__(
@@ -59,6 +62,7 @@ class Generator:
         draft_model: Any = None,
         draft_tokenizer: Any = None,
         cache_size: int = 32,
+        cache_bytes: int = 1 << 30,
     ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -66,24 +70,27 @@ class Generator:
         self.draft_model = draft_model.eval() if draft_model is not None else None
         if draft_model is not None:
             draft_vocabulary(self.vocabulary, draft_tokenizer or tokenizer, logits_width(draft_model))
-        self._compiled: OrderedDict[Any, tuple[Constraint, CompiledGrammar]] = OrderedDict()
-        self._cache_size = cache_size
+        self._compiled: BoundedCache[Any, tuple[Constraint, CompiledGrammar]] = BoundedCache(
+            max_entries=cache_size, max_bytes=cache_bytes, weigh=_compiled_bytes)
         self._tree_attention = tree_attention(self.model)
+        # A draft-model token's cost in target forwards until measured: the models' size ratio.
+        self._draft_price = _size(draft_model) / _size(model) if draft_model is not None else 0.0
 
     def compile(self, constraint: Any) -> tuple[Constraint, CompiledGrammar]:
-        """The constraint read as a grammar and compiled for this vocabulary (cached)."""
+        """The constraint read as a grammar and compiled for this vocabulary (cached). A
+        :class:`~structspec.masks.compiled.CompiledGrammar` for this vocabulary is used as it
+        is, and not cached here: its owner decides how long it lives."""
+        if isinstance(constraint, CompiledGrammar):
+            if constraint.vocabulary != self.vocabulary:
+                raise ValueError("the compiled grammar was compiled for another vocabulary than this model's")
+            return to_constraint(constraint.grammar), constraint
         key = _cache_key(constraint)
-        hit = self._compiled.get(key) if key is not None else None
+        hit = self._compiled.get(key, None) if key is not None else None
         if hit is not None:
-            self._compiled.move_to_end(key)
             return hit
         parsed = to_constraint(constraint)
         entry = (parsed, compile_grammar(parsed.grammar, self.vocabulary))
-        if key is not None:
-            self._compiled[key] = entry
-            if len(self._compiled) > self._cache_size:
-                self._compiled.popitem(last=False)
-        return entry
+        return self._compiled.put(key, entry) if key is not None else entry
 
     def generate(
         self,
@@ -99,29 +106,80 @@ class Generator:
         stream: bool = False,
     ) -> Result | Stream:
         """Generate a continuation of ``prompt`` (text, or chat messages) that follows
-        ``constraint`` (a Grammar, GBNF text, a JSON Schema dict or a Pydantic model class).
+        ``constraint`` (a Grammar, GBNF text, a JSON Schema dict, a Pydantic model class, or a
+        grammar compiled for this vocabulary).
 
-        ``speculative=None`` decodes one token per target forward; a :class:`SpecConfig` drafts
-        and verifies (same output distribution; token-identical when greedy). Returns a
-        :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
+        The sampling options are checked as a :class:`~structspec.generation.sampling.Sampling`
+        (:class:`~structspec.generation.sampling.OptionError` names a bad one), and the prompt
+        plus ``max_new_tokens`` must fit in the model's context
+        (:class:`~structspec.generation.prompt.ContextLengthError` otherwise), before anything
+        is decoded. ``speculative=None`` decodes one token per target forward; a
+        :class:`SpecConfig` drafts and verifies (same output distribution; token-identical when
+        greedy). Returns a :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
         """
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-        sampling = Sampling(temperature, top_k, top_p)
-        parsed, compiled = self.compile(constraint)
-        ids = prompt_ids(self.tokenizer, prompt)
-        rng = torch.Generator()
-        if seed is None:
-            rng.seed()  # non-deterministic, and leaves torch's global generator alone
-        else:
-            rng.manual_seed(seed)
-        chain = self._chain(speculative, sampling, rng)
-        run = _Run(self, parsed, compiled, ids, max_new_tokens, sampling, rng, chain, speculative)
+        request = Request(prompt, constraint, max_new_tokens, temperature, top_p, top_k, seed)
+        target = CachedModel(self.model, self.vocabulary.size, trees=self._tree_attention)
+        run = _Run(self, self.sequence(request, speculative), target)
         if stream:
             return Stream(run)
         for _ in run.pieces():
             pass
         return run.result
+
+    def generate_batch(
+        self, requests: Iterable[Request], *, speculative: SpecConfig | None = None, max_batch: int = 16
+    ) -> list[Result]:
+        """Generate for every request, decoding up to ``max_batch`` of them at once: one target
+        forward a round for all rows, each row with its own prompt, constraint, sampling and
+        stop (see :class:`~structspec.generation.batch.Batch`). A finished row leaves the batch
+        and the next request takes its place.
+
+        Returns the results in request order. Greedy rows are token for token what
+        :meth:`generate` gives for each request alone. A request that cannot start (a bad
+        option, constraint or prompt) raises :class:`~structspec.generation.sequence.RequestError`
+        naming its index, before any decoding; like
+        :meth:`generate`, a Pydantic output that does not validate raises, once every row is done.
+        """
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        sequences = []
+        for index, request in enumerate(requests):
+            try:
+                sequences.append(self.sequence(request, speculative))
+            except (ValueError, TypeError) as exc:
+                raise RequestError(index, exc) from exc
+        batch = self.batch()
+        waiting = list(reversed(sequences))
+        while waiting or len(batch):
+            while waiting and len(batch) < max_batch:
+                batch.add(waiting.pop())
+            batch.step()
+        self._compiled.reweigh()  # the masks these rows computed count against the cache's bytes
+        for sequence in sequences:
+            if sequence.error is not None:
+                raise sequence.error
+        return [sequence.result for sequence in sequences]
+
+    def batch(self) -> Batch:
+        """An empty :class:`~structspec.generation.batch.Batch` over this generator's models:
+        add sequences (:meth:`sequence`) at any time and :meth:`Batch.step` it."""
+        return Batch(self.model, self.vocabulary, trees=self._tree_attention)
+
+    def sequence(self, request: Request, speculative: SpecConfig | None = None) -> Sequence:
+        """A :class:`~structspec.generation.sequence.Sequence` ready to decode ``request``: its
+        options checked (:class:`~structspec.generation.sampling.OptionError`), its prompt
+        encoded and checked against the context
+        (:class:`~structspec.generation.prompt.ContextLengthError`), its constraint compiled."""
+        sampling = Sampling(temperature=request.temperature, top_k=request.top_k, top_p=request.top_p,
+                            seed=request.seed, max_new_tokens=request.max_new_tokens)
+        ids = prompt_ids(self.tokenizer, request.prompt)
+        check_context(len(ids), sampling.max_new_tokens, {"model": self.model, "draft model": self.draft_model})
+        parsed, compiled = self.compile(request.constraint)
+        rng = sampling.rng()
+        chain = self._chain(speculative, sampling, rng)
+        max_draft = speculative.max_draft if speculative else 0
+        decoding = Decoding(ids, compiled.matcher(), sampling.max_new_tokens, sampling, rng, chain, max_draft, Stats())
+        return Sequence(decoding, parsed, TextAssembler(self.vocabulary, self.tokenizer))
 
     def _chain(self, config: SpecConfig | None, sampling: Sampling, rng: torch.Generator) -> DraftChain | None:
         if config is None:
@@ -134,53 +192,41 @@ class Generator:
                 drafters.append(NgramDrafter(config.ngram_max, config.ngram_min))
             else:
                 runner = CachedModel(self.draft_model, self.vocabulary.size)
-                drafters.append(ModelDrafter(runner, sampling, rng, _size(self.draft_model) / _size(self.model)))
+                drafters.append(ModelDrafter(runner, sampling, rng, self._draft_price))
         return DraftChain(drafters, config, branching=self._tree_attention)
 
 
 @dataclass
 class _Run:
-    """One generation: the loop plus text assembly, stats and the final value."""
+    """One generation decoded alone, with its own cache of the target."""
 
-    gen: Generator
-    parsed: Constraint
-    compiled: CompiledGrammar
-    ids: list[int]
-    max_new_tokens: int
-    sampling: Sampling
-    rng: torch.Generator
-    chain: DraftChain | None
-    config: SpecConfig | None
-    result: Result | None = None
+    generator: Generator
+    sequence: Sequence
+    target: CachedModel
+
+    @property
+    def result(self) -> Result | None:
+        return self.sequence.result
 
     def pieces(self) -> Iterator[str]:
         """Run the loop, yielding text pieces; sets :attr:`result` at the end."""
-        start = time.perf_counter()
-        stats = Stats()
-        matcher = self.compiled.matcher()
-        text = TextAssembler(self.gen.vocabulary, self.gen.tokenizer)
-        target = CachedModel(self.gen.model, self.gen.vocabulary.size, trees=self.gen._tree_attention)
-        max_draft = self.config.max_draft if self.config else 0
-        generated: list[int] = []
-        steps = decode(target, self.ids, matcher, self.max_new_tokens, self.sampling, self.rng,
-                       self.chain, max_draft, stats)
-        for committed in steps:
-            generated += committed
-            piece = text.add(committed)
+        for committed in decode(self.target, self.sequence.decoding):
+            piece = self.sequence.add(committed)
             if piece:
                 yield piece
-        tail = text.finish()
+        tail = self.sequence.finish()
         if tail:
             yield tail
-        stats.finish(time.perf_counter() - start, stats.stop_reason)
-        complete = stats.stop_reason != "max_new_tokens" or matcher.is_accepting()
-        value = self.parsed.value(text.text) if complete else None
-        self.result = Result(text.text, value, stats, tuple(generated))
+        self.generator._compiled.reweigh()  # the masks this run computed count against the cache's bytes
 
 
 def _size(model: Any) -> int:
     """Parameter count: a draft model's cost relative to the target before it is measured."""
     return sum(p.numel() for p in model.parameters())
+
+
+def _compiled_bytes(_key: Any, entry: tuple[Constraint, CompiledGrammar]) -> int:
+    return entry[1].nbytes
 
 
 def _cache_key(constraint: Any) -> Any:

@@ -1,8 +1,14 @@
-"""The decoding loop shared by plain and speculative decoding: draft (maybe nothing), one
-target forward over the pending token plus the draft, verify, commit."""
+"""The decoding round shared by plain and speculative decoding, one sequence or a batch: draft
+(maybe nothing), one target forward over the pending token plus the draft, verify, commit.
+
+:class:`Decoding` is one sequence's side of the round; whoever runs the target forward sits
+between :meth:`Decoding.draft` and :meth:`Decoding.commit` -- :func:`decode` for one sequence,
+:class:`~structspec.generation.batch.Batch` for many in one forward.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import torch
@@ -15,46 +21,87 @@ from structspec.generation.verify import verify
 from structspec.masks.matcher import Matcher
 
 
-def decode(
-    target: CachedModel,
-    prompt: list[int],
-    matcher: Matcher,
-    max_new_tokens: int,
-    sampling: Sampling,
-    rng: torch.Generator,
-    chain: DraftChain | None,
-    max_draft: int,
-    stats: Stats,
-) -> Iterator[list[int]]:
-    """Yield the tokens committed each round until the grammar is finished (an end-of-sequence
-    token or a complete text nothing may follow) or ``max_new_tokens`` are out; sets
-    ``stats.stop_reason``. ``matcher`` follows the committed tokens.
+class Decoding:
+    """One sequence's rounds: :meth:`draft`, then (the caller's target forward) :meth:`commit`,
+    until :attr:`done`. ``sequence`` is the prompt plus the committed tokens; ``matcher``
+    follows the committed tokens.
 
     When ``max_new_tokens`` holds the constraint's shortest output (spelled one byte per
     token), the budget guard (:mod:`structspec.generation.budget`) makes the text complete by
     the time the tokens run out."""
-    sequence = list(prompt)
-    produced = 0
-    guarded = matcher.tokens_to_finish() <= max_new_tokens
-    while produced < max_new_tokens and not matcher.is_finished():
-        room = max_new_tokens - produced - 1  # the verified token always comes on top of the draft
-        draft = chain.draft(sequence, matcher.copy(), min(room, max_draft), stats) if chain and room else Draft()
-        before = stats.seconds["target"]
-        with stats.timing("target"):
-            logits = target.tree_logits(sequence, draft.tokens, draft.parents)
-        stats.target_forwards += 1
-        left = max_new_tokens - produced if guarded else None
-        path, token = verify(logits, draft, matcher, sampling, rng, stats, left)
-        target.keep(len(sequence), path)
-        if chain is not None:
-            chain.record(draft, path, stats, len(draft.tokens) + 1, stats.seconds["target"] - before)
+
+    def __init__(
+        self,
+        prompt: list[int],
+        matcher: Matcher,
+        max_new_tokens: int,
+        sampling: Sampling,
+        rng: torch.Generator,
+        chain: DraftChain | None,
+        max_draft: int,
+        stats: Stats,
+    ) -> None:
+        self.sequence = list(prompt)
+        self.matcher = matcher
+        self.max_new_tokens = max_new_tokens
+        self.sampling = sampling
+        self.rng = rng
+        self.chain = chain
+        self.max_draft = max_draft
+        self.stats = stats
+        self.produced = 0
+        self.guarded = matcher.tokens_to_finish() <= max_new_tokens
+
+    @property
+    def done(self) -> bool:
+        """Whether the grammar is finished (an end-of-sequence token or a complete text nothing
+        may follow) or ``max_new_tokens`` are out."""
+        return self.produced >= self.max_new_tokens or self.matcher.is_finished()
+
+    def draft(self) -> Draft:
+        """This round's draft (empty for plain decoding), within the tokens left: the verified
+        token always comes on top of it."""
+        room = self.max_new_tokens - self.produced - 1
+        if self.chain is None or not room:
+            return Draft()
+        return self.chain.draft(self.sequence, self.matcher.copy(), min(room, self.max_draft), self.stats)
+
+    def commit(self, logits: torch.Tensor, draft: Draft) -> tuple[list[int], list[int]]:
+        """Verify ``draft`` against the target's rows ``logits`` (after the sequence, then after
+        each draft node) and commit; returns the accepted nodes and the committed tokens."""
+        self.stats.target_forwards += 1
+        left = self.max_new_tokens - self.produced if self.guarded else None
+        path, token = verify(logits, draft, self.matcher, self.sampling, self.rng, self.stats, left)
+        if self.chain is not None:
+            self.chain.record(draft, path, self.stats)
         committed = [draft.tokens[node] for node in path] + ([] if token is None else [token])
-        sequence += committed
-        produced += len(committed)
-        stats.tokens = produced
+        self.sequence += committed
+        self.produced += len(committed)
+        self.stats.tokens = self.produced
+        return path, committed
+
+    def stop_reason(self) -> str:
+        """Why the sequence ended: ``eos``, ``grammar`` or ``max_new_tokens``."""
+        if self.matcher.is_finished() and not self.stats.budget_cuts:
+            last = self.sequence[-1]
+            return "eos" if last in self.matcher.compiled.vocabulary.eos_ids else "grammar"
+        return "max_new_tokens"
+
+
+def decode(target: CachedModel, run: Decoding) -> Iterator[list[int]]:
+    """Run ``run`` to the end, one target forward a round; yields the tokens committed each round
+    and sets ``stats.stop_reason``."""
+    stats = run.stats
+    while not run.done:
+        draft = run.draft()
+        start = time.perf_counter()
+        with stats.timing("target"):
+            logits = target.tree_logits(run.sequence, draft.tokens, draft.parents)
+        seconds = time.perf_counter() - start
+        length = len(run.sequence)
+        path, committed = run.commit(logits, draft)
+        target.keep(length, path)
+        if run.chain is not None:
+            run.chain.forward.add(len(draft.tokens) + 1, seconds)
         yield committed
-    if matcher.is_finished() and not stats.budget_cuts:
-        last = sequence[-1]
-        stats.stop_reason = "eos" if last in matcher.compiled.vocabulary.eos_ids else "grammar"
-    else:
-        stats.stop_reason = "max_new_tokens"
+    stats.stop_reason = run.stop_reason()

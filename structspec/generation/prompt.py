@@ -1,9 +1,11 @@
-"""Prompt text or chat messages to token ids."""
+"""Prompt text or chat messages to token ids, and the check that they leave room in the model's context."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from structspec.errors import StructspecError
 
 Messages = Sequence[dict[str, Any]]
 
@@ -36,3 +38,42 @@ def _chat_ids(tokenizer: Any, messages: Messages) -> list[int]:
         return list(tokenizer(text, add_special_tokens=False)["input_ids"])
     text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
     return list(tokenizer(text)["input_ids"])
+
+
+class ContextLengthError(StructspecError, ValueError):
+    """The prompt plus the tokens to generate do not fit in a model's context.
+
+    Attributes:
+        prompt_tokens: the prompt's length in tokens.
+        max_new_tokens: the tokens asked for.
+        context: the model's context length in tokens.
+        which: ``"model"``, or ``"draft model"`` when the draft's context is the shorter.
+    """
+
+    def __init__(self, prompt_tokens: int, max_new_tokens: int, context: int, which: str = "model") -> None:
+        self.prompt_tokens = prompt_tokens
+        self.max_new_tokens = max_new_tokens
+        self.context = context
+        self.which = which
+        super().__init__(
+            f"the prompt is {prompt_tokens} tokens and up to {max_new_tokens} more may be generated, "
+            f"{prompt_tokens + max_new_tokens} in all, over the {which}'s context of {context} tokens"
+        )
+
+
+def context_length(model: Any) -> int | None:
+    """The most positions ``model`` takes (its config's ``max_position_embeddings``), if it says."""
+    config = getattr(model, "config", None)
+    if config is not None and hasattr(config, "get_text_config"):
+        config = config.get_text_config()
+    length = getattr(config, "max_position_embeddings", None)
+    return length if isinstance(length, int) and not isinstance(length, bool) and length > 0 else None
+
+
+def check_context(prompt_tokens: int, max_new_tokens: int, models: dict[str, Any]) -> None:
+    """Raise :class:`ContextLengthError` unless the prompt and ``max_new_tokens`` fit in the
+    context of every model in ``models`` (by role: ``{"model": target, "draft model": draft}``)."""
+    for which, model in models.items():
+        context = context_length(model)
+        if context is not None and prompt_tokens + max_new_tokens > context:
+            raise ContextLengthError(prompt_tokens, max_new_tokens, context, which)

@@ -10,8 +10,6 @@ with ``E108`` naming the rule.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -22,45 +20,26 @@ from structspec.grammar.ruleset import ByteMoves, RuleSet
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef, walk
 from structspec.ir.nfa import NFA, Determinized, determinize
+from structspec.lru import BoundedCache
 
 INLINE_LIMIT = 400  # estimated NFA states up to which a non-recursive rule is inlined
-DFA_CACHE_STATES = 200_000  # automaton states of the rule automata kept for reuse by later grammars
+DFA_CACHE_BYTES = 128 << 20  # estimated bytes of the rule automata kept for reuse by later grammars
+DFA_CACHE_ENTRIES = 4096  # rule automata kept for reuse
+DFA_STATE_BYTES = 700  # estimated bytes per state of a kept automaton with its key (measured: about 680)
 NFA_LIMIT = 400_000  # NFA states per rule
 DFA_LIMIT = 100_000  # DFA states per rule
 
 
-class _AutomatonCache:
-    """Least recently used rule automata, within a budget of :data:`DFA_CACHE_STATES` states;
-    thread-safe (the server compiles request grammars on several threads)."""
-
-    def __init__(self) -> None:
-        self.entries: OrderedDict[tuple[Expr, tuple[tuple[str, Expr], ...]], _DFA] = OrderedDict()
-        self.states = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[Expr, tuple[tuple[str, Expr], ...]]) -> _DFA | None:
-        with self._lock:
-            dfa = self.entries.get(key)
-            if dfa is not None:
-                self.entries.move_to_end(key)
-            return dfa
-
-    def put(self, key: tuple[Expr, tuple[tuple[str, Expr], ...]], dfa: _DFA) -> None:
-        with self._lock:
-            if key in self.entries:  # built meanwhile by another thread
-                return
-            self.entries[key] = dfa
-            self.states += len(dfa.final)
-            while len(self.entries) > 1 and self.states > DFA_CACHE_STATES:
-                self.states -= len(self.entries.popitem(last=False)[1].final)
-
-    def clear(self) -> None:
-        with self._lock:
-            self.entries.clear()
-            self.states = 0
+def _dfa_bytes(_key: object, dfa: _DFA) -> int:
+    """Estimated bytes of a cached rule automaton: its per-state lists and dicts."""
+    return DFA_STATE_BYTES * len(dfa.final)
 
 
-_DFA_CACHE = _AutomatonCache()
+_DFA_CACHE: BoundedCache[tuple[Expr, tuple[tuple[str, Expr], ...]], _DFA] = BoundedCache(
+    max_entries=DFA_CACHE_ENTRIES, max_bytes=DFA_CACHE_BYTES, weigh=_dfa_bytes
+)
+"""Least recently used rule automata, shared by every grammar the process compiles
+(thread-safe: the server compiles request grammars on several threads)."""
 
 
 class CompileLimitError(Exception):
@@ -87,7 +66,7 @@ def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _DFA:
     the same inlined callees) was compiled before: most schema grammars share the JSON helpers
     (``string``, ``number``, ``value`` ...), so their automata are built once per process."""
     key = (table[name].body, _inlined_callees(table, inline, name))
-    dfa = _DFA_CACHE.get(key)
+    dfa = _DFA_CACHE.get(key, None)
     if dfa is None:
         dfa = _build_dfa(table, inline, table[name])
         _DFA_CACHE.put(key, dfa)

@@ -1,17 +1,19 @@
 """Shortest completions: how many tokens a parse state needs, at most, to become complete.
 
 Generation keeps every output finishable within ``max_new_tokens`` with it (see
-``structspec.generation.budget``). The bound spells the shortest completion one byte per
-token, so it holds for any vocabulary that has the bytes it needs as single tokens (every
-byte-level BPE and every SentencePiece vocabulary with byte fallback); bytes the vocabulary
-cannot spell alone are treated as unusable, which keeps the bound an upper bound.
+``structspec.generation.budget``), and :func:`shortest_steps` says how a shortest completion
+begins, so that the budget guard can always name a token that keeps it. The bound spells the
+shortest completion one byte per token, so it holds for any vocabulary that has the bytes it
+needs as single tokens (every byte-level BPE and every SentencePiece vocabulary with byte
+fallback); bytes the vocabulary cannot spell alone are treated as unusable, which keeps the
+bound an upper bound.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -86,3 +88,50 @@ def completion_cost(state: ParseState, costs: Sequence[float]) -> float:
             frame = frame.parent
         best = min(best, total)
     return best
+
+
+def shortest_steps(state: ParseState, costs: Sequence[float], spellable: np.ndarray) -> Iterator[tuple[bool, int]]:
+    """The steps of one shortest completion of ``state``, lazily: ``(True, byte)`` for a
+    spellable byte, ``(False, index)`` for a token reference (the last step yielded). Each step
+    lowers :func:`completion_cost` by one; nothing is yielded once the state is complete or
+    when it cannot be completed."""
+    current: ParseState | None = state
+    while current is not None:
+        step = _cheapest_step(current, costs, spellable)
+        if step is None:
+            return
+        yield step
+        is_byte, value = step
+        if not is_byte:
+            return
+        current = current.advance_byte(value)
+
+
+def _cheapest_step(state: ParseState, costs: Sequence[float], spellable: np.ndarray) -> tuple[bool, int] | None:
+    """``(True, byte)`` or ``(False, token reference index)``: a first step of a shortest
+    completion of ``state``, None when it is complete or cannot be completed.
+
+    A stack of the cheapest total whose top can step to a state one cheaper is such a step.
+    One always exists: where the top's own shortest way out starts by calling a rule, or by
+    ending its rule, the closure holds the stack with the callee (or the caller) on top at the
+    same total."""
+    best = completion_cost(state, costs)
+    if best == 0.0 or best == math.inf:
+        return None
+    rules = state.rules
+    for head in state.heads:
+        total, frame = 0.0, head
+        while frame is not None:
+            total += costs[frame.state]
+            frame = frame.parent
+        q = head.state
+        if total != best or costs[q] < 1:
+            continue
+        cheaper = costs[q] - 1
+        for b, target in rules.byte_next[q].items():
+            if spellable[b] and costs[target] == cheaper:
+                return True, b
+        for ref, target in rules.token_edges[q]:
+            if costs[target] == cheaper:
+                return False, ref
+    return None

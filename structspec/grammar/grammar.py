@@ -29,6 +29,10 @@ class Grammar:
         self._ruleset = ruleset
         self._source = source
 
+    def __reduce__(self) -> tuple:
+        """Pickled as its parts (the server compiles grammars in other processes)."""
+        return (Grammar, (dict(self._rules), self._root, self._ruleset, self._source))
+
     @classmethod
     def from_gbnf(cls, text: str, root: str = "root") -> Grammar:
         """Parse and compile GBNF text; raises :class:`~structspec.GrammarError` on bad input."""

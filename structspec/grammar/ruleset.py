@@ -24,7 +24,7 @@ Nothing here is mutated after construction; parse states only hold state numbers
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from weakref import WeakValueDictionary
 
 import numpy as np
@@ -72,3 +72,12 @@ class RuleSet:
     @property
     def n_states(self) -> int:
         return len(self.final)
+
+    def __reduce__(self) -> tuple:
+        """Pickled without its caches (``byte_next`` rows, interned frames), which refill on use."""
+        parts = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("byte_next", "frames")}
+        return (_unpickle, (parts,))
+
+
+def _unpickle(parts: dict) -> RuleSet:
+    return RuleSet(byte_next=ByteMoves(parts["byte_class"], parts["class_table"]), **parts)

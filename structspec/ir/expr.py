@@ -156,18 +156,20 @@ def chars(charset: CharSet) -> MaybeExpr:
 def seq(*items: MaybeExpr) -> MaybeExpr:
     """Concatenation; ``None`` when any part is ``None``. Adjacent literals are merged."""
     out: list[Expr] = []
+    text: list[str] = []  # adjacent literals, joined once (not copied again at each one)
     for item in items:
         if item is None:
             return None
-        parts = item.items if isinstance(item, Seq) else (item,)
-        for part in parts:
+        for part in item.items if isinstance(item, Seq) else (item,):
             if isinstance(part, Lit):
-                if not part.text:
-                    continue
-                if out and isinstance(out[-1], Lit):
-                    out[-1] = Lit(out[-1].text + part.text)
-                    continue
+                text.append(part.text)
+                continue
+            if any(text):
+                out.append(Lit("".join(text)))
+            text = []
             out.append(part)
+    if any(text):
+        out.append(Lit("".join(text)))
     if not out:
         return EMPTY
     return out[0] if len(out) == 1 else Seq(tuple(out))
@@ -183,29 +185,26 @@ def _char_members(item: Expr) -> CharSet | None:
 
 def alt(*items: MaybeExpr) -> MaybeExpr:
     """Alternation; ``None`` branches are dropped, single characters are merged into classes."""
-    flat: list[Expr] = []
+    flat: dict[Expr, None] = {}  # insertion-ordered set: linear in the number of branches
     for item in items:
         if item is None:
             continue
         for part in item.items if isinstance(item, Alt) else (item,):
-            if part not in flat:
-                flat.append(part)
+            flat.setdefault(part)
     merged: list[Expr] = []
-    charset: CharSet | None = None
-    position = 0
+    ranges: list[tuple[int, int]] = []
+    position = -1
     for part in flat:
         members = _char_members(part)
         if members is None:
             merged.append(part)
             continue
-        if charset is None:
+        if position < 0:
             position = len(merged)
             merged.append(part)
-            charset = members
-        else:
-            charset = charset | members
-    if charset is not None:
-        merged[position] = chars(charset)  # type: ignore[assignment]
+        ranges += members.ranges
+    if position >= 0:
+        merged[position] = chars(CharSet.of(ranges))  # type: ignore[assignment]
     if not merged:
         return None
     if EMPTY in merged and len(merged) > 1:
@@ -274,13 +273,15 @@ def substitute(expr: MaybeExpr, replace: Callable[[Ref], MaybeExpr]) -> MaybeExp
 def references(expr: MaybeExpr) -> set[str]:
     """Names of the rules ``expr`` refers to."""
     found: set[str] = set()
-
-    def walk(node: MaybeExpr) -> MaybeExpr:
+    pending = [expr]
+    while pending:
+        node = pending.pop()
         if isinstance(node, Ref):
             found.add(node.name)
-        return node
-
-    substitute(expr, walk)
+        elif isinstance(node, (Seq, Alt)):
+            pending += node.items
+        elif isinstance(node, Rep):
+            pending.append(node.item)
     return found
 
 

@@ -12,20 +12,25 @@ the linter keep printable Unicode as it is (``ascii_only=False``), as a person w
 
 from __future__ import annotations
 
+import re
+
 from structspec.ir.charset import ANY, CharSet
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Seq, TokenRef
 
+_PRINTABLE = re.compile(r'[ !#-\[\]-~]*')  # printable ASCII but '"' and '\\': written as is
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
 
 def format_rule(name: str, expr: Expr, *, width: int | None = 100, ascii_only: bool = True) -> str:
     """``name ::= expr``; a top-level alternation longer than ``width`` (None: never) is broken
     onto ``|`` lines."""
-    text = format_expr(expr, ascii_only=ascii_only)
-    if width is not None and isinstance(expr, Alt) and len(name) + len(text) + 5 > width:
+    if not isinstance(expr, Alt):
+        return f"{name} ::= {format_expr(expr, ascii_only=ascii_only)}"
+    items = [_format(item, 0, ascii_only) for item in expr.items]
+    if width is not None and len(name) + sum(len(item) + 3 for item in items) + 2 > width:
         pad = " " * (len(name) + 3)
-        return f"{name} ::= " + f"\n{pad}| ".join(format_expr(item, ascii_only=ascii_only) for item in expr.items)
-    return f"{name} ::= {text}"
+        return f"{name} ::= " + f"\n{pad}| ".join(items)
+    return f"{name} ::= " + " | ".join(items)
 
 
 def format_expr(expr: Expr, *, ascii_only: bool = True) -> str:
@@ -36,6 +41,8 @@ def format_expr(expr: Expr, *, ascii_only: bool = True) -> str:
 def _format(expr: Expr, context: int, ascii_only: bool) -> str:
     """``context``: 0 top level or alternative, 1 sequence item, 2 repeated item."""
     if isinstance(expr, Lit):
+        if _PRINTABLE.fullmatch(expr.text):
+            return f'"{expr.text}"'
         return '"' + "".join(_escape(c, '"', ascii_only) for c in expr.text) + '"'
     if isinstance(expr, Chars):
         return _format_set(expr.charset, ascii_only)

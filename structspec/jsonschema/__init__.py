@@ -1,4 +1,11 @@
-"""JSON Schema (drafts 4 to 2020-12) to GBNF. See docs/json-schema.md for every decision."""
+"""JSON Schema (drafts 4 to 2020-12) and Pydantic models to GBNF.
+
+Its one job is the schema converter: resolving references, expanding combinators, and writing
+each keyword as grammar rules (docs/json-schema.md gives every decision); ``pydantic_models``
+turns a Pydantic class into a closed schema and validates instances against it.
+
+May import: ``structspec.regex`` (for ``pattern``), ``structspec.ir`` and ``structspec.errors``.
+"""
 
 from structspec.errors import SchemaError, SchemaRelaxedWarning
 from structspec.jsonschema.convert import schema_to_gbnf

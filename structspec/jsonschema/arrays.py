@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Protocol
 
+from structspec.budget import check
 from structspec.ir.automaton import emit_graph
 from structspec.ir.expr import EMPTY, Lit, MaybeExpr, alt, opt, seq
 from structspec.jsonschema.builder import GrammarBuilder, counted
@@ -128,17 +129,19 @@ def _contains(
     match = host.value_rule([*rest_locs, target], f"{name}-contains")
     other = any_item
     if high is not None:
-        negated = Loc({"not": target.node}, target.pointer, target.base)
+        negated = target.wrap({"not": target.node})
         other = host.value_rule([*rest_locs, negated], f"{name}-other")
     count_cap = high if high is not None else low
     length_cap = max_i if max_i is not None else max(min_i, 1)
     if (count_cap + 1) * (length_cap + 1) > MAX_STATES:
         host.relax(facet.pointer("contains"), "contains", "contains counts too large to track")
+        return _sequence(host.builder, [], any_item, min_i, max_i, sep)  # approximated: without contains
     edges: dict[object, list[tuple[MaybeExpr, object]]] = {}
     accept: set[object] = set()
     todo: list[tuple[int, int]] = [(0, 0)]
     seen = {(0, 0)}
     while todo:
+        check()
         c, n = todo.pop()
         out: list[tuple[MaybeExpr, object]] = []
         if c >= low and n >= min_i:

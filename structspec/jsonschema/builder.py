@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from structspec.budget import check
 from structspec.ir.expr import (
     Alt,
     Chars,
@@ -26,6 +27,7 @@ from structspec.ir.expr import (
     substitute,
 )
 from structspec.ir.printer import format_rule
+from structspec.jsonschema.limits import MAX_GRAMMAR_BYTES, MAX_RULES, too_large
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9]+")
 MAX_NAME = 48
@@ -58,6 +60,8 @@ class GrammarBuilder:
         return name
 
     def define(self, name: str, expr: MaybeExpr) -> None:
+        if name not in self.rules and len(self.rules) >= MAX_RULES:
+            raise too_large(f"the grammar would need more than {MAX_RULES} rules")
         self.reserved.add(name)
         self.rules[name] = expr
 
@@ -82,34 +86,52 @@ class GrammarBuilder:
         rules = self._productive()
         if root not in rules:
             return None
-        order = [root]
         seen = {root}
-        for name in order:
-            for ref in sorted(references(rules[name]), key=list(rules).index):
+        pending = [root]
+        while pending:  # the rules reachable from the root
+            for ref in references(rules[pending.pop()]):
                 if ref not in seen:
                     seen.add(ref)
-                    order.append(ref)
+                    pending.append(ref)
         ordered = [root] + [n for n in rules if n in seen and n != root]
-        return "\n".join(format_rule(n, rules[n]) for n in ordered) + "\n"
+        size = 0
+        lines = []
+        for name in ordered:
+            check()
+            lines.append(format_rule(name, rules[name]))
+            size += len(lines[-1]) + 1
+            if size > MAX_GRAMMAR_BYTES:
+                raise too_large(f"the grammar would be larger than {MAX_GRAMMAR_BYTES >> 20} MiB")
+        return "\n".join(lines) + "\n"
 
     def _productive(self) -> dict[str, Expr]:
-        """Rules that derive at least one string, with dead references removed."""
+        """Rules that derive at least one string, with dead references removed.
+
+        A worklist: a rule is checked once, then again only when a rule it refers to turns out
+        productive, so the work is linear in the grammar rather than in rules times chain length.
+        """
+        users: dict[str, list[str]] = {}
+        for name, expr in self.rules.items():
+            for ref in references(expr):
+                users.setdefault(ref, []).append(name)
         alive: set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for name, expr in self.rules.items():
-                if name not in alive and expr is not None and _derives(expr, alive):
-                    alive.add(name)
-                    changed = True
+        pending = [name for name, expr in self.rules.items() if expr is not None]
+        while pending:
+            check()
+            name = pending.pop()
+            expr = self.rules[name]
+            if name not in alive and expr is not None and _derives(expr, alive):
+                alive.add(name)
+                pending += [user for user in users.get(name, ()) if user not in alive]
 
         def keep(ref: Ref) -> MaybeExpr:
             return ref if ref.name in alive else None
 
         out: dict[str, Expr] = {}
-        for name in self.rules:
-            if name in alive:
-                expr = substitute(self.rules[name], keep)
+        for name, expr in self.rules.items():
+            if name in alive and expr is not None:
+                if not references(expr) <= alive:  # rebuilt only when a branch has to go
+                    expr = substitute(expr, keep)
                 if expr is not None:
                     out[name] = expr
         return out

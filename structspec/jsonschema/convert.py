@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Hashable
 from typing import Any
 
 import jsonschema as jsonschema_lib
 import referencing.exceptions
 
-from structspec.errors import SchemaError, SchemaRelaxedWarning
+from structspec.budget import check, deadline
+from structspec.errors import SCHEMA_TOO_DEEP, SchemaError, SchemaRelaxedWarning
 from structspec.ir.expr import Expr, Lit, MaybeExpr, Ref, alt
 from structspec.jsonschema import helpers
 from structspec.jsonschema.arrays import array_expr
@@ -23,11 +25,13 @@ from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema.encoding import free_char, json_value_expr
 from structspec.jsonschema.expand import Expander
 from structspec.jsonschema.facets import Alternative, Facet, RefFacet, alternative_types, split
+from structspec.jsonschema.limits import TIME_LIMIT, check_depth, timeout
 from structspec.jsonschema.metaschema import metaschema_error
 from structspec.jsonschema.numeric import number_expr
 from structspec.jsonschema.objects import object_expr
 from structspec.jsonschema.resolve import Document, Loc
 from structspec.jsonschema.strings import StringSpec, spec_from_facets, string_expr
+from structspec.jsonschema.values import KeySets, fast_validator_class, value_key
 
 WHITESPACE = ("compact", "flexible")
 PROPERTY_ORDERS = ("schema", "any")
@@ -37,13 +41,21 @@ class Converter:
     """One conversion: the document, the rules built so far and what was relaxed."""
 
     def __init__(
-        self, schema: Any, whitespace: str = "compact", strict: bool = True, property_order: str = "schema"
+        self,
+        schema: Any,
+        whitespace: str = "compact",
+        strict: bool = True,
+        property_order: str = "schema",
+        time_limit: float | None = TIME_LIMIT,
     ) -> None:
         if whitespace not in WHITESPACE:
             raise ValueError(f"whitespace must be one of {WHITESPACE}, not {whitespace!r}")
         if property_order not in PROPERTY_ORDERS:
             raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}, not {property_order!r}")
+        check_depth(schema)
         self.strict = strict
+        self.time_limit = time_limit
+        self._where = ""  # the pointer being compiled, for the time-budget error
         self.any_order = property_order == "any"
         self.relaxed: list[tuple[str, str, str]] = []
         self.builder = GrammarBuilder()
@@ -52,8 +64,10 @@ class Converter:
         if whitespace == "flexible":
             self.ws = self.builder.helper("ws", helpers.whitespace)
         self.expander = Expander(self)
-        cls = jsonschema_lib.validators.validator_for(schema, default=jsonschema_lib.Draft202012Validator)
-        self._validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+        self._draft = jsonschema_lib.validators.validator_for(schema, default=jsonschema_lib.Draft202012Validator)
+        fast = fast_validator_class(self._draft, KeySets())
+        self._validator = fast(schema, format_checker=self._draft.FORMAT_CHECKER)
+        self._node_validators: dict[int, Any] = {}
         self._valid: dict[tuple[int, str], bool] = {}
         self._pinned: dict[int, Any] = {}
         self._values: dict[tuple[tuple[str, int], ...], MaybeExpr] = {}
@@ -71,13 +85,27 @@ class Converter:
 
     def is_valid(self, value: Any, loc: Loc) -> bool:
         """Whether ``jsonschema`` accepts ``value`` under the node at ``loc``."""
-        key = (self._pin(loc.node), json.dumps(value, sort_keys=True))
+        check()
+        node = self._pin(loc.node)
+        key = (node, json.dumps(value, sort_keys=True))
         if key not in self._valid:
+            validator = self._node_validators.get(node)
+            if validator is None:
+                validator = self._node_validators[node] = self._validator.evolve(schema=self._same_dialect(loc.node))
             try:
-                self._valid[key] = self._validator.evolve(schema=loc.node).is_valid(value)
+                self._valid[key] = validator.is_valid(value)
             except (RecursionError, referencing.exceptions.Unresolvable, TypeError) as exc:
                 raise SchemaError(f"cannot check values against this schema: {exc}", loc.pointer, "") from None
         return self._valid[key]
+
+    def _same_dialect(self, node: Any) -> Any:
+        """``node`` without a ``$schema`` naming the document's own dialect: ``evolve`` would
+        swap the fast validator class for ``jsonschema``'s own on seeing it."""
+        if not isinstance(node, dict) or "$schema" not in node:
+            return node
+        if jsonschema_lib.validators.validator_for(node, default=self._draft) is not self._draft:
+            return node
+        return {key: value for key, value in node.items() if key != "$schema"}
 
     def _pin(self, node: Any) -> int:
         """``id(node)`` for cache keys, keeping ``node`` alive so the id is never reused."""
@@ -98,6 +126,10 @@ class Converter:
 
     # -- compilation ---------------------------------------------------------------------------
     def convert(self) -> str:
+        with deadline(self.time_limit, lambda seconds: timeout(seconds, self._where)):
+            return self._convert()
+
+    def _convert(self) -> str:
         self._check_metaschema()
         self.builder.reserved.add("root")
         self._defs[""] = Ref("root")
@@ -115,7 +147,7 @@ class Converter:
     def _check_metaschema(self) -> None:
         """Refuse a schema that its draft's metaschema rejects, naming where (in strict and
         non-strict mode alike: a malformed keyword has no meaning to approximate)."""
-        error = metaschema_error(self._validator)
+        error = metaschema_error(self._draft, self._validator.schema)
         if error is not None:
             path = [str(part) for part in error.path]
             pointer = "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in path)
@@ -140,7 +172,10 @@ class Converter:
         return result
 
     def compile(self, locs: list[Loc], name: str) -> MaybeExpr:
+        check()
         locs = [loc for loc in locs if loc.node is not True and loc.node != {}]
+        if locs:
+            self._where = locs[0].pointer
         if not locs:
             return self.helper("value")
         if len(locs) == 1:
@@ -212,19 +247,29 @@ class Converter:
         return alt(*parts)
 
     def _finite(self, facets: list[Facet], meaning: list[Loc]) -> list[Any] | None:
+        """The values listed by the ``enum``/``const`` of ``facets`` (all of them) that every
+        node of ``meaning`` accepts, each once; ``None`` when no facet lists values."""
         candidates: list[Any] | None = None
         for f in facets:
             if "enum" in f.kw or "const" in f.kw:
                 values = f.kw["enum"] if "enum" in f.kw else [f.kw["const"]]
                 if not isinstance(values, list):
                     raise SchemaError("'enum' must be an array", f.pointer("enum"), "enum")
-                candidates = values if candidates is None else [v for v in candidates if _contains(values, v)]
+                if candidates is None:
+                    candidates = values
+                else:
+                    listed = {value_key(v) for v in values}
+                    candidates = [v for v in candidates if value_key(v) in listed]
         if candidates is None:
             return None
         out: list[Any] = []
+        seen: set[Hashable] = set()
         for value in candidates:
-            if not _contains(out, value) and all(self.is_valid(value, loc) for loc in meaning):
-                out.append(value)
+            key = value_key(value)
+            if key not in seen:
+                seen.add(key)
+                if all(self.is_valid(value, loc) for loc in meaning):
+                    out.append(value)
         return out
 
     def _check_excluded(self, excluded: list[Any], kind: type, facets: list[Facet], what: str) -> None:
@@ -254,6 +299,7 @@ class Converter:
         for loc in locs:
             alts = self.expander.product(alts, self.expander.expand(loc))
         out: list[Any] = []
+        seen: set[Hashable] = set()
         for alternative in alts:
             if any(isinstance(p, RefFacet) for p in alternative):
                 return None
@@ -268,7 +314,11 @@ class Converter:
                     for v in (None, True, False)
                     if _type_of(v) in types and all(self.is_valid(v, loc) for loc in locs)
                 ]
-            out += [v for v in values if not _contains(out, v)]
+            for value in values:
+                key = value_key(value)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(value)
         return out
 
     def name_spec(self, loc: Loc) -> tuple[list[str] | None, list[StringSpec]]:
@@ -296,7 +346,8 @@ def _type_of(value: Any) -> str:
 
 
 def _contains(values: list[Any], value: Any) -> bool:
-    return any(jsonschema_lib._utils.equal(v, value) for v in values)
+    key = value_key(value)
+    return any(value_key(v) == key for v in values)
 
 
 def schema_to_gbnf(
@@ -305,6 +356,7 @@ def schema_to_gbnf(
     whitespace: str = "compact",
     strict: bool = True,
     property_order: str = "schema",
+    time_limit: float | None = TIME_LIMIT,
 ) -> str:
     """Readable GBNF accepting exactly the JSON texts that validate against ``schema``.
 
@@ -316,12 +368,24 @@ def schema_to_gbnf(
     be enforced exactly raises :class:`~structspec.errors.SchemaError` (``.pointer``,
     ``.keyword``); with ``strict=False`` it is approximated and one
     :class:`~structspec.errors.SchemaRelaxedWarning` lists every approximation.
+
+    Limits (README, "Limits"): nesting deeper than :data:`~structspec.budget.MAX_NESTING`
+    levels raises ``SchemaError`` with code ``S101``, a grammar over the size budget ``S102``,
+    and a conversion running longer than ``time_limit`` seconds (``None``: no limit) ``S103``.
     """
     if isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as exc:
-            raise SchemaError(f"schema is not valid JSON: {exc}", "", "") from None
+        schema = load_schema_text(schema)
     if not isinstance(schema, (dict, bool)):
         raise SchemaError("a schema must be an object or a boolean", "", "")
-    return Converter(schema, whitespace, strict, property_order).convert()
+    return Converter(schema, whitespace, strict, property_order, time_limit).convert()
+
+
+def load_schema_text(text: str) -> Any:
+    """The JSON value of a schema's text; :class:`SchemaError` when it is not JSON or nests
+    too deeply for the parser (``S101``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"schema is not valid JSON: {exc}", "", "") from None
+    except RecursionError:
+        raise SchemaError("schema JSON nests too deeply to parse", "", "", code=SCHEMA_TOO_DEEP) from None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 
 from structspec.ir.charset import CharSet
 from structspec.ir.expr import EMPTY, Chars, Expr, Lit, MaybeExpr, alt, chars, rep, seq
@@ -54,8 +55,13 @@ def canonical_char(charset: CharSet) -> MaybeExpr:
     return alt(chars(raw), seq(Lit("\\"), escaped) if escaped is not None else None)
 
 
+_VERBATIM = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*')
+
+
 def json_string_literal(text: str) -> Expr:
     """The canonical quoted spelling of ``text``."""
+    if _VERBATIM.fullmatch(text):  # no character needs an escape: the text is its own spelling
+        return Lit(f'"{text}"')
     return seq(QUOTE, *(canonical_char(CharSet.chars(c)) for c in text), QUOTE) or EMPTY
 
 

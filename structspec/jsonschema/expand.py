@@ -11,10 +11,10 @@ Anything else goes to ``relax`` (a :class:`SchemaError` in strict mode).
 from __future__ import annotations
 
 import itertools
-import re
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any, Protocol
 
+from structspec.budget import check
 from structspec.errors import SchemaError
 from structspec.ir.automaton import TooComplexError, intersect
 from structspec.jsonschema.facets import (
@@ -29,7 +29,8 @@ from structspec.jsonschema.facets import (
 from structspec.jsonschema.formats import UNSUPPORTED, format_regex
 from structspec.jsonschema.resolve import Document, Loc
 from structspec.jsonschema.strings import spec_from_facets, string_automaton
-from structspec.regex.parse import RegexError
+from structspec.jsonschema.values import value_key
+from structspec.regex.parse import RegexError, python_pattern
 
 MAX_ALTERNATIVES = 256
 MAX_ANALYSIS_DEPTH = 2  # nesting of member-value comparisons when proving disjointness
@@ -154,17 +155,47 @@ class Expander:
         if len(context) > 4:
             context = [()]
         views = [self.opened(self.product(context, b)) for b in branches]
+        listed = self._listed_overlaps(views)
+        unlisted = [j for j in range(count) if listed[j] is None]
         negated: dict[int, list[Alternative]] = {}
         out: list[Alternative] = []
         for i in range(count):
             alts = branches[i]
-            for j in range(count):
-                if j != i and alts and not self.disjoint(views[i], views[j]):
+            mine = listed[i]
+            if mine is None:
+                others: Iterable[int] = range(count)
+            else:  # only the views listing a value of its own, and those listing none, can overlap it
+                others = sorted(mine.union(unlisted))
+            for j in others:
+                check()
+                if j == i or not alts:
+                    continue
+                if j in mine if mine is not None and listed[j] is not None else not self.disjoint(views[i], views[j]):
                     if j not in negated:
                         negated[j] = self.negate(subs[j], chain, keyword="oneOf")
                     alts = self.product(alts, negated[j])
             out += alts
         return self.prune(out, loc, "oneOf")
+
+    def _listed_overlaps(self, views: list[list[Alternative]]) -> list[set[int] | None]:
+        """For each view whose alternatives all list their values (``enum``/``const``), the
+        other such views listing a value it lists too (found through an index of values, not by
+        comparing every pair); ``None`` for the other views. Views that list no common value
+        are disjoint; views that do are treated as overlapping, which at worst adds a negation
+        that changes nothing."""
+        holders: dict[Hashable, set[int]] = {}
+        finite: list[bool] = []
+        for i, view in enumerate(views):
+            listed = [_listed(alt) for alt in view]
+            finite.append(all(values is not None for values in listed))
+            if finite[-1]:
+                for value in itertools.chain.from_iterable(listed):  # type: ignore[arg-type]
+                    holders.setdefault(value_key(value), set()).add(i)
+        out: list[set[int] | None] = [set() if f else None for f in finite]
+        for sharing in holders.values():
+            for i in sharing:
+                out[i] |= sharing - {i}  # type: ignore[operator]
+        return out
 
     def opened(self, alts: list[Alternative]) -> list[Alternative]:
         """The alternatives with opaque references inlined (for analysis only)."""
@@ -193,7 +224,7 @@ class Expander:
         for keyword in ("dependentRequired", "dependentSchemas", "dependencies"):
             for name, dep in (comb.get(keyword) or {}).items():
                 here = loc.child(keyword, name)
-                absent = (synthetic({"properties": {name: Loc(False, here.pointer, here.base)}}, here),)
+                absent = (synthetic({"properties": {name: here.wrap(False)}}, here),)
                 if isinstance(dep, list):
                     names = [name, *[d for d in dep if isinstance(d, str)]]
                     present = [(synthetic({"required": names}, here),)]
@@ -344,7 +375,7 @@ class Expander:
                                     {
                                         "type": {"object"},
                                         "required": [name],
-                                        "properties": {other: Loc(False, here.pointer, here.base)},
+                                        "properties": {other: here.wrap(False)},
                                     },
                                     here,
                                 ),
@@ -374,10 +405,10 @@ class Expander:
             values = kw["enum"] if "enum" in kw else [kw["const"]]
             yield make({"~not-enum": list(values)})
         for name in kw.get("required") or []:
-            yield make({"properties": {name: Loc(False, facet.pointer("required"), loc.base)}}, "object")
+            yield make({"properties": {name: Loc(False, facet.pointer("required"), loc.base, loc.depth)}}, "object")
         for name in kw.get("properties") or {}:
             sub = facet.sub("properties", name)
-            neg = Loc({"not": sub.node}, sub.pointer, sub.base)
+            neg = sub.wrap({"not": sub.node})
             yield make({"required": [name], "properties": {name: neg}}, "object")
         numeric = ("integer", "fraction")
         flips = {
@@ -405,13 +436,14 @@ class Expander:
             yield make({"~not-format": [kw["format"]]}, "string")
         if "items" in kw and "prefixItems" not in kw:
             sub = facet.sub("items")
-            yield make({"contains": Loc({"not": sub.node}, sub.pointer, sub.base)}, "array")
+            yield make({"contains": sub.wrap({"not": sub.node})}, "array")
         if "additionalProperties" in kw:
             sub = facet.sub("additionalProperties")
-            failing = None if sub.node is False else Loc({"not": sub.node}, sub.pointer, sub.base)
+            failing = None if sub.node is False else sub.wrap({"not": sub.node})
             witness = {
                 "names": list(kw.get("properties") or {}),
                 "patterns": list(kw.get("patternProperties") or {}),
+                "pointer": facet.pointer("patternProperties"),
                 "not": failing,
             }
             if sub.node is not True and sub.node != {}:
@@ -441,6 +473,15 @@ class Expander:
         for key in kw:
             if key not in handled and not key.startswith("~"):
                 self.ctx.relax(facet.pointer(key), keyword, f"cannot negate {key!r}")
+
+
+def _listed(alt: Alternative) -> list[Any] | None:
+    """The values the ``enum``/``const`` of ``alt`` lists (before any other check), else ``None``."""
+    for part in alt:
+        if isinstance(part, Facet) and ("enum" in part.kw or "const" in part.kw):
+            values = part.kw["enum"] if "enum" in part.kw else [part.kw["const"]]
+            return values if isinstance(values, list) else None
+    return None
 
 
 def _part_key(part: Facet | RefFacet) -> tuple[object, ...]:
@@ -492,8 +533,8 @@ def _member_locs(alt: Alternative, name: str) -> list[Loc]:
             matched = True
         for pattern in kw.get("patternProperties") or {}:
             try:
-                hit = re.search(pattern, name) is not None
-            except re.error:
+                hit = python_pattern(pattern).search(name) is not None
+            except RegexError:
                 continue
             if hit:
                 locs.append(part.sub("patternProperties", pattern))

@@ -36,20 +36,37 @@ def digit_range(low: int, high: int) -> MaybeExpr:
 
 
 def _fixed(lo: str, hi: str) -> MaybeExpr:
-    """Digit strings of the common length of ``lo`` and ``hi`` between them (inclusive)."""
-    if not lo:
-        return EMPTY
-    if lo == hi:
+    """Digit strings of the common length of ``lo`` and ``hi`` between them (inclusive).
+
+    Flat whatever the length (a bound of 1e308 has 309 digits): the common prefix, then the
+    strings from ``lo`` up within its first digit, the whole first digits between, and the
+    strings up to ``hi`` within its first digit, each an alternation of prefix + digit + rest."""
+    common = next((i for i, (a, b) in enumerate(zip(lo, hi, strict=True)) if a != b), len(lo))
+    if common == len(lo):
         return Lit(lo)
-    if lo[0] == hi[0]:
-        return seq(Lit(lo[0]), _fixed(lo[1:], hi[1:]))
+    head, lo, hi = lo[:common], lo[common:], hi[common:]
     n = len(lo) - 1
-    low_part = seq(Lit(lo[0]), _fixed(lo[1:], "9" * n)) if lo[1:] != "0" * n else None
-    high_part = seq(Lit(hi[0]), _fixed("0" * n, hi[1:])) if hi[1:] != "9" * n else None
+    low_part = _within_first_digit(lo, up=True) if lo[1:] != "0" * n else None
+    high_part = _within_first_digit(hi, up=False) if hi[1:] != "9" * n else None
     first = int(lo[0]) + (0 if low_part is None else 1)
     last = int(hi[0]) - (0 if high_part is None else 1)
     middle = seq(digit_range(first, last), rep(DIGIT, n, n)) if first <= last else None
-    return alt(low_part, middle, high_part)
+    return seq(Lit(head), alt(low_part, middle, high_part))
+
+
+def _within_first_digit(bound: str, up: bool) -> MaybeExpr:
+    """Digit strings of ``bound``'s length and first digit that are >= ``bound`` (``up``) or
+    <= it: ``bound`` itself, or a prefix of it followed by a larger (smaller) digit and any
+    digits. Trailing 0s (9s) of ``bound`` are any digits."""
+    loose = "0" if up else "9"
+    kept = bound[0] + bound[1:].rstrip(loose)
+    branches = [seq(Lit(kept), rep(DIGIT, len(bound) - len(kept), len(bound) - len(kept)))]
+    for i in range(1, len(kept)):
+        digit = int(bound[i])
+        other = digit_range(digit + 1, 9) if up else digit_range(0, digit - 1)
+        rest = len(bound) - i - 1
+        branches.append(seq(Lit(bound[:i]), other, rep(DIGIT, rest, rest)))
+    return alt(*branches)
 
 
 def natural_range(low: int, high: int | None) -> MaybeExpr:
@@ -189,7 +206,7 @@ def _to_float(value: int | float) -> float | None:
 
 
 def _first_float(value: int | float, exclusive: bool, up: bool) -> float | None:
-    """The first double (going ``up`` or down) that satisfies the bound ``value``."""
+    """The first finite double (going ``up`` or down) that satisfies the bound ``value``."""
     f = _to_float(value)
     if f is None:
         return None
@@ -202,7 +219,7 @@ def _first_float(value: int | float, exclusive: bool, up: bool) -> float | None:
 
     while not ok(f):
         f = math.nextafter(f, direction)
-    return f
+    return None if math.isinf(f) else f  # past the largest double: none satisfies it
 
 
 def fraction_bounds(lower: list[Bound], upper: list[Bound]) -> tuple[Fraction | None, Fraction | None] | None:

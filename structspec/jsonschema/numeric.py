@@ -15,6 +15,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Protocol
 
+from structspec.budget import check
 from structspec.ir.automaton import (
     TooComplexError,
     dfa_from_regex,
@@ -236,6 +237,7 @@ def _listed_fractions(
     bits = _binary_bits(step) if binary is not None else None
     spellings = []
     for k in range(window[0], window[1] + 1):
+        check()
         value = float(k * step)
         if value.is_integer() or (bits is not None and (Fraction(value) * 2**bits).denominator == 1):
             continue  # integers and exact binary multiples are spelled elsewhere

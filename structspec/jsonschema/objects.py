@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from typing import Any, Protocol
 
+from structspec.budget import check
 from structspec.ir.automaton import (
     DFA,
     TooComplexError,
@@ -42,7 +42,7 @@ from structspec.jsonschema.facets import Facet
 from structspec.jsonschema.resolve import Loc
 from structspec.jsonschema.strings import StringSpec, emit_json_dfa, string_automaton
 from structspec.regex.convert import pattern_language
-from structspec.regex.parse import RegexError
+from structspec.regex.parse import RegexError, python_pattern
 
 MAX_PATTERNS = 6
 MAX_ANY_ORDER = 6
@@ -99,7 +99,7 @@ def object_expr(host: ObjectHost, facets: list[Facet], name: str) -> MaybeExpr:
         if all(host.is_valid(key, loc) for loc in name_locs):
             locs = [loc for f in facets for loc in _member_locs(host, f, key)]
             value = host.value_rule(locs, f"{name}-{key}")
-            if witness_spec is not None and _outside(witness_spec, key):
+            if witness_spec is not None and _outside(host, witness_spec, key):
                 failing = witness_spec["not"]
                 proof = value if failing is None else host.value_rule([*locs, failing], f"{name}-{key}-witness")
         if key in required and value is None:
@@ -139,9 +139,15 @@ def _tracked_in_any_order(known: list[str], required: list[str], min_p: int, max
     return sum(1 << j for j, k in enumerate(known) if k in required)
 
 
-def _outside(spec: dict[str, Any], key: str) -> bool:
+def _outside(host: ObjectHost, spec: dict[str, Any], key: str) -> bool:
     """Whether ``key`` is one the negated ``additionalProperties`` applied to."""
-    return key not in spec["names"] and not any(re.search(p, key) for p in spec["patterns"])
+    if key in spec["names"]:
+        return False
+    try:
+        return not any(python_pattern(p).search(key) for p in spec["patterns"])
+    except RegexError as exc:
+        host.relax(spec["pointer"], "patternProperties", str(exc))
+        return False
 
 
 def _witness_spec(host: ObjectHost, facets: list[Facet]) -> dict[str, Any] | None:
@@ -162,8 +168,8 @@ def _member_locs(host: ObjectHost, facet: Facet, key: str) -> list[Loc]:
         matched = True
     for pattern in facet.kw.get("patternProperties") or {}:
         try:
-            hit = re.search(pattern, key) is not None
-        except re.error as exc:
+            hit = python_pattern(pattern).search(key) is not None
+        except RegexError as exc:
             host.relax(facet.pointer("patternProperties", pattern), "patternProperties", str(exc))
             continue
         if hit:
@@ -343,6 +349,7 @@ def _members(
             todo.append(target)
 
     while todo:
+        check()
         state = todo.pop()
         edges.setdefault(state, [])
         d, c, e, w = state

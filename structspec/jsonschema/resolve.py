@@ -7,11 +7,12 @@ network access. A reference to anything outside the document is a :class:`Schema
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
-from structspec.errors import SchemaError
+from structspec.budget import MAX_NESTING
+from structspec.errors import SCHEMA_TOO_DEEP, SchemaError
 
 DEFAULT_BASE = "https://structspec.invalid/schema.json"
 
@@ -63,19 +64,43 @@ def detect_draft(schema: Any) -> int:
 
 @dataclass(frozen=True)
 class Loc:
-    """A schema node, the JSON pointer that reaches it, and its base URI."""
+    """A schema node, the JSON pointer that reaches it, and its base URI.
+
+    ``depth`` is the node's nesting level as the converter reaches it: 1 at the root, one more
+    for each subschema step and for each ``$ref`` followed. Every recursion of the converter
+    goes through a deeper :class:`Loc`, so refusing one deeper than :data:`MAX_NESTING` bounds
+    them all.
+    """
 
     node: Any
     pointer: str
     base: str
+    depth: int = field(default=1, compare=False)
 
     def child(self, *path: str | int) -> Loc:
-        """The subschema at ``path`` below this node (its ``$id`` applied)."""
+        """The subschema at ``path`` below this node (its ``$id`` applied): one level deeper."""
         node = self.node
         for step in path:
             node = node[step]
         pointer = self.pointer + "".join("/" + escape_pointer(str(step)) for step in path)
-        return Loc(node, pointer, rebase(self.base, node))
+        return Loc(node, pointer, rebase(self.base, node), nested(self.depth + 1, pointer))
+
+    def wrap(self, node: Any) -> Loc:
+        """A made-up ``node`` (e.g. ``{"not": ...}``) standing at this location and level."""
+        return Loc(node, self.pointer, self.base, self.depth)
+
+
+def nested(depth: int, pointer: str) -> int:
+    """``depth``, after checking it against :data:`MAX_NESTING`."""
+    if depth > MAX_NESTING:
+        raise SchemaError(
+            f"the schema nests deeper than {MAX_NESTING} levels (each subschema and each $ref followed "
+            "is one level)",
+            pointer,
+            "",
+            code=SCHEMA_TOO_DEEP,
+        )
+    return depth
 
 
 def escape_pointer(token: str) -> str:
@@ -127,7 +152,11 @@ class Document:
             stack.extend(_children(here))
 
     def resolve(self, ref: str, at: Loc, keyword: str = "$ref") -> Loc:
-        """The node ``ref`` (found in the node ``at``) points to."""
+        """The node ``ref`` (found in the node ``at``) points to, one level below ``at``."""
+        found = self._find(ref, at, keyword)
+        return replace(found, depth=nested(at.depth + 1, at.pointer + "/" + keyword))
+
+    def _find(self, ref: str, at: Loc, keyword: str) -> Loc:
         target = at.base + ref if ref.startswith("#") else urljoin(at.base, ref)
         uri, fragment = urldefrag(target)
         where = at.pointer + "/" + keyword
@@ -145,12 +174,13 @@ class Document:
         for raw in fragment.split("/")[1:]:
             token = unquote(raw).replace("~1", "/").replace("~0", "~")
             node = loc.node
+            step: str | int = token
             if isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                loc = loc.child(int(token))
-            elif isinstance(node, dict) and token in node:
-                loc = loc.child(token)
-            else:
+                step = int(token)
+            elif not (isinstance(node, dict) and token in node):
                 raise SchemaError(f"reference {ref!r} points nowhere", where, keyword)
+            inner = node[step]  # a pointer's steps need not be subschemas: its level is set by resolve()
+            loc = Loc(inner, f"{loc.pointer}/{escape_pointer(token)}", rebase(loc.base, inner))
         return loc
 
 

@@ -180,8 +180,7 @@ def string_content(host: StringHost, spec: StringSpec, name: str) -> MaybeExpr:
     try:
         languages = _languages(spec)
     except RegexError as exc:
-        pointer = next(p for _, p in spec.patterns + spec.formats + spec.negated)
-        host.relax(pointer, "pattern", str(exc))
+        host.relax(_where(spec, exc), "pattern", str(exc))
         return rep(host.char_rule(), low, high)
     if any(lang.empty for lang in languages):
         return None
@@ -197,7 +196,16 @@ def string_content(host: StringHost, spec: StringSpec, name: str) -> MaybeExpr:
         pointer = (spec.patterns + spec.formats + spec.negated + [("", "")])[0][1]
         host.relax(pointer, "pattern", f"{exc} (combined with other string constraints)")
         return rep(host.char_rule(), low, high)
+    except RegexError as exc:  # a pattern under 'not'
+        host.relax(_where(spec, exc), "pattern", str(exc))
+        return rep(host.char_rule(), low, high)
     return emit_json_dfa(host, dfa, f"{name}-s")
+
+
+def _where(spec: StringSpec, error: RegexError) -> str:
+    """The pointer of the pattern ``error`` is about (the first pattern's when none matches)."""
+    patterns = spec.patterns + spec.negated
+    return next((p for text, p in patterns if text == error.pattern), (patterns + spec.formats)[0][1])
 
 
 def _languages(spec: StringSpec) -> list[PatternLanguage]:

@@ -21,50 +21,30 @@ Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
-from weakref import WeakKeyDictionary
+from weakref import WeakValueDictionary
 
 import numpy as np
 
 from structspec.errors import GrammarError
 from structspec.grammar import Grammar
-from structspec.grammar.completion import completion_cost, rule_completion_costs, spellable_bytes
+from structspec.grammar.completion import completion_cost, rule_completion_costs, shortest_steps, spellable_bytes
 from structspec.grammar.parse_state import Frame, ParseState, close, frame, union
 from structspec.ir.expr import TokenRef
+from structspec.lru import MISSING, BoundedCache
 from structspec.masks.matcher import Matcher
-from structspec.masks.runner import StackRunner, rows_in
+from structspec.masks.runner import BYTE_ROW_BYTES, StackRunner, rows_in
 from structspec.tokens.trie import token_trie
 from structspec.tokens.vocabulary import Vocabulary
 
 STATE_CACHE_BYTES = 16 << 20  # whole-state mask cache per compiled grammar (LRU)
-FORCED_CACHE_SIZE = 4096  # (state, text) forced continuations kept per compiled grammar (LRU)
-ADVANCE_CACHE_SIZE = 4096  # (state, token) steps kept per compiled grammar (LRU; a round needs only its own)
-MISSING = object()  # what a Memo holds for a key it does not hold
-
-
-class Memo:
-    """A bounded map from keys to computed values, shared by threads: the least recently used
-    is dropped past ``size``. Values may be ``None``; :meth:`get` says ``MISSING`` instead."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        """The value kept for ``key`` (now the most recently used), or ``MISSING``."""
-        with self._lock:
-            value = self._items.get(key, MISSING)
-            if value is not MISSING:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key, value) -> None:
-        with self._lock:
-            self._items[key] = value
-            if len(self._items) > self.size:
-                self._items.popitem(last=False)
+FORCED_CACHE_ENTRIES = 4096  # (state, text) forced continuations kept per compiled grammar (LRU)
+FORCED_CACHE_BYTES = 2 << 20
+STEP_CACHE_ENTRIES = 4096  # (state, token) steps kept per compiled grammar (LRU; a round needs only its own)
+STEP_CACHE_BYTES = 4 << 20
+OBJECT_BYTES = 64  # estimated bytes of a small Python object (a tuple, a parse state, a dict entry)
+POINTER_BYTES = 8
+RULE_STATE_BYTES = 400  # estimated bytes per automaton state of a grammar: its rule set and syntax tree
 
 
 @dataclass(frozen=True)
@@ -100,16 +80,42 @@ class CompiledGrammar:
         self._eos_words = _words_of(vocabulary.eos_ids, self.n_words)
         self._token_refs = tuple(self._token_ref_set(ref) for ref in self.rules.token_refs)
         self._local: dict[int, LocalMask] = {}
+        self._local_bytes = 0  # estimated, of the local masks (a race may count one twice: an estimate)
         self._closures: dict[int, tuple[tuple[int, ...], ...]] = {}  # see _reached_in_place
-        self._states = Memo(max(64, STATE_CACHE_BYTES // (4 * self.n_words)))  # state -> mask words
-        self._steps = Memo(ADVANCE_CACHE_SIZE)  # (state, token id) -> state after it
-        self._jumps = Memo(FORCED_CACHE_SIZE)  # (state, text) -> tokens of the text and what it forces
+        # state -> mask words; (state, token id) -> the state after it; (state, text) -> tokens of the text and
+        # of what it forces
+        self._states: BoundedCache[ParseState, np.ndarray] = BoundedCache(
+            max_bytes=STATE_CACHE_BYTES, weigh=_mask_bytes)
+        self._steps: BoundedCache[tuple[ParseState, int], ParseState | None] = BoundedCache(
+            max_entries=STEP_CACHE_ENTRIES, max_bytes=STEP_CACHE_BYTES, weigh=_state_bytes)
+        self._jumps: BoundedCache[tuple[ParseState, bytes], list[int] | None] = BoundedCache(
+            max_entries=FORCED_CACHE_ENTRIES, max_bytes=FORCED_CACHE_BYTES, weigh=_tokens_bytes)
         self._runner = StackRunner(self.rules, token_trie(vocabulary))
         self._completion_costs: list[float] | None = None  # filled on first use (threads may race: same result)
+        self._spellable = spellable_bytes(vocabulary.byte_matrix, vocabulary.lengths)
 
     def matcher(self) -> Matcher:
         """A fresh :class:`~structspec.masks.matcher.Matcher` at the start of the grammar."""
         return Matcher(self)
+
+    @property
+    def nbytes(self) -> int:
+        """Estimated bytes held by this compiled grammar and its grammar: the rule set, the
+        masks and steps cached so far and the runner's tables. The token trie is shared by
+        every grammar of the vocabulary and not counted. Grows as generation visits new states."""
+        rules = self.rules
+        return (
+            rules.class_table.nbytes
+            + rules.n_states * RULE_STATE_BYTES
+            + len(rules.byte_next) * BYTE_ROW_BYTES
+            + len(self.grammar.source)
+            + self._local_bytes
+            + len(self._closures) * 2 * OBJECT_BYTES
+            + self._states.nbytes
+            + self._steps.nbytes
+            + self._jumps.nbytes
+            + self._runner.nbytes
+        )
 
     # -- masks -------------------------------------------------------------------------------
     def mask_words(self, state: ParseState) -> np.ndarray:
@@ -227,11 +233,37 @@ class CompiledGrammar:
     def tokens_to_finish(self, state: ParseState) -> float:
         """An upper bound on the tokens ``state`` needs to become complete: its shortest
         completion spelled one byte per token (``inf`` when this vocabulary cannot spell one)."""
+        return completion_cost(state, self._costs())
+
+    def finishing_tokens(self, state: ParseState) -> list[int]:
+        """Tokens that start one shortest completion of ``state``: after any of them
+        :meth:`tokens_to_finish` is at least one lower (the text tokens spelling a prefix of
+        its first bytes, or the tokens of the token reference it starts with). End-of-sequence
+        ids when ``state`` is complete; empty when it cannot be completed. Sorted by id."""
+        if state.accepting:
+            return sorted(self.vocabulary.eos_ids)
+        vocab, trie = self.vocabulary, self._runner.trie
+        found: list[int] = []
+        node = 0  # the token-trie node of the bytes so far: steps go on while some token spells them
+        for is_byte, value in shortest_steps(state, self._costs(), self._spellable):
+            if not is_byte:
+                if node == 0:
+                    bits = np.unpackbits(self._token_refs[value].words.view(np.uint8), bitorder="little")
+                    return np.flatnonzero(bits[: vocab.size]).tolist()
+                break
+            lo, hi = int(trie.child_lo[node]), int(trie.child_hi[node])
+            at = lo + int(np.searchsorted(trie.byte[lo:hi], value))
+            if at == hi or trie.byte[at] != value:
+                break
+            node = at
+            found += vocab.text_ids[trie.row_lo[node] : trie.end_hi[node]].tolist()
+        return sorted(found)
+
+    def _costs(self) -> list[float]:
         costs = self._completion_costs
         if costs is None:
-            spellable = spellable_bytes(self.vocabulary.byte_matrix, self.vocabulary.lengths)
-            costs = self._completion_costs = rule_completion_costs(self.rules, spellable)
-        return completion_cost(state, costs)
+            costs = self._completion_costs = rule_completion_costs(self.rules, self._spellable)
+        return costs
 
     def advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
         """The state after a non-end-of-sequence token: its bytes, or a token reference
@@ -270,6 +302,7 @@ class CompiledGrammar:
         local = self._local.get(q)
         if local is None:
             local = self._local[q] = self._compute_local(q)
+            self._local_bytes += local.words.nbytes + local.pending.nbytes + 3 * OBJECT_BYTES
         return local
 
     def _compute_local(self, q: int) -> LocalMask:
@@ -282,6 +315,18 @@ class CompiledGrammar:
         bits = np.zeros(self.n_words * 32, dtype=bool)
         bits[self.vocabulary.text_ids] = rows_in(lo, hi, len(self.vocabulary.text_ids))
         return np.packbits(bits, bitorder="little").view(np.uint32)
+
+
+def _mask_bytes(_state: ParseState, words: np.ndarray) -> int:
+    return words.nbytes + 2 * OBJECT_BYTES
+
+
+def _state_bytes(_key: tuple[ParseState, int], state: ParseState | None) -> int:
+    return 2 * OBJECT_BYTES + (0 if state is None else POINTER_BYTES * len(state.heads))
+
+
+def _tokens_bytes(key: tuple[ParseState, bytes], tokens: list[int] | None) -> int:
+    return 2 * OBJECT_BYTES + len(key[1]) + (0 if tokens is None else (POINTER_BYTES + 32) * len(tokens))
 
 
 def _resolve(ref: TokenRef, vocab: Vocabulary, source: str) -> int:
@@ -316,20 +361,25 @@ def _words_of_array(ids: np.ndarray, n_words: int) -> np.ndarray:
     return np.packbits(bits, bitorder="little").view(np.uint32).copy()
 
 
-_COMPILED: WeakKeyDictionary[Grammar, dict[str, CompiledGrammar]] = WeakKeyDictionary()
+_COMPILED: WeakValueDictionary[tuple[int, str], CompiledGrammar] = WeakValueDictionary()
+"""Compiled grammars in use, by (grammar id, vocabulary fingerprint). Held weakly: an entry
+lives as long as someone holds its compiled grammar, which holds its grammar, so the id in
+the key cannot be reused meanwhile; nothing here keeps a grammar alive."""
 _COMPILED_LOCK = threading.Lock()
 
 
 def compile(grammar: Grammar, tokenizer_or_vocabulary) -> CompiledGrammar:
-    """Bind ``grammar`` to a tokenizer (or :class:`~structspec.Vocabulary`); cached per pair."""
+    """Bind ``grammar`` to a tokenizer (or :class:`~structspec.Vocabulary`). While a compiled
+    grammar is in use, compiling the same pair again returns it (with the masks it has
+    computed); once nothing holds it, it is freed."""
     vocabulary = (
         tokenizer_or_vocabulary
         if isinstance(tokenizer_or_vocabulary, Vocabulary)
         else Vocabulary.from_tokenizer(tokenizer_or_vocabulary)
     )
+    key = (id(grammar), vocabulary.fingerprint)
     with _COMPILED_LOCK:
-        per_grammar = _COMPILED.setdefault(grammar, {})
-        compiled = per_grammar.get(vocabulary.fingerprint)
-        if compiled is None:
-            compiled = per_grammar[vocabulary.fingerprint] = CompiledGrammar(grammar, vocabulary)
+        compiled = _COMPILED.get(key)
+        if compiled is None or compiled.grammar is not grammar:
+            compiled = _COMPILED[key] = CompiledGrammar(grammar, vocabulary)
     return compiled

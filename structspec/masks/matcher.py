@@ -71,6 +71,13 @@ class Matcher:
             return 0.0
         return self.compiled.tokens_to_finish(self._node.state)
 
+    def finishing_tokens(self) -> list[int]:
+        """Tokens that start a shortest completion: after any of them :meth:`tokens_to_finish`
+        is at least one lower (see :meth:`~structspec.masks.compiled.CompiledGrammar.finishing_tokens`)."""
+        if self._node.finished:
+            return []
+        return self.compiled.finishing_tokens(self._node.state)
+
     # -- masks -----------------------------------------------------------------------------
     def mask_words(self) -> np.ndarray:
         """Packed uint32 mask words of the allowed tokens (shared: do not modify)."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections import OrderedDict
 from weakref import WeakValueDictionary
 
 import numpy as np
@@ -29,6 +28,7 @@ import numpy as np
 from structspec.grammar.parse_state import Frame, ParseState, StackLimitError, close, frame
 from structspec.grammar.ruleset import ByteMoves, RuleSet
 from structspec.grammar.utf8 import utf8_sequences
+from structspec.lru import BoundedCache
 from structspec.tokens.trie import TokenTrie, byte_mask, set_words
 
 UNKNOWN = -2
@@ -38,6 +38,11 @@ MAX_CLOSED = 16  # run states a probed loop may wander through
 SCALAR_BELOW = 32  # live pairs under which a sweep finishes one node at a time (long tokens)
 DELEGATE_AT = 2048  # tokens below the nodes of one callee state, from which its run is delegated
 SUBRUN_CACHE_BYTES = 32 << 20  # per runner: delegated runs kept for reuse by other states
+SUBRUN_CACHE_ENTRIES = 4096
+RUN_STATE_BYTES = 512  # estimated bytes per run state: its parse state, heads, dictionary entries
+POINTER_BYTES = 8
+BYTE_ROW_BYTES = 4096  # a state's byte -> state dict, built on first use (up to 256 entries)
+RULE_TUPLE_BYTES = 7 * POINTER_BYTES  # the hole's rule set: one slot per state in each of its 7 tuples
 
 
 def with_hole(rules: RuleSet) -> tuple[RuleSet, int]:
@@ -95,8 +100,8 @@ class StackRunner:
         self._splits: dict[int, tuple[int, int] | None] = {}  # see _split
         self._fruitless: set[tuple[int, ...]] = set()  # top automaton states whose probe found no loop
         self._after: dict[tuple[Frame, ...], int] = {}  # top frames after a byte -> run state
-        self._subruns: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
-        self._subrun_bytes = 0
+        self._subruns: BoundedCache[tuple[int, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = BoundedCache(
+            max_entries=SUBRUN_CACHE_ENTRIES, max_bytes=SUBRUN_CACHE_BYTES, weigh=_run_bytes)
         self._lock = threading.RLock()
 
     def start(self, q: int) -> int:
@@ -251,17 +256,27 @@ class StackRunner:
         keep = ~handed
         return np.concatenate([node[keep], *extra_nodes]), np.concatenate([cur[keep], *extra_states])
 
+    @property
+    def nbytes(self) -> int:
+        """Estimated bytes of the tables built so far, the runs kept, and the rule set with its
+        hole (a copy of the grammar's class table and per-state tuples)."""
+        arrays = (self._trans, self._pops, self._loops, self._has_loop, self._probed, self._node_class,
+                  self.rules.class_table)
+        return (
+            sum(a.nbytes for a in arrays)
+            + self.rules.n_states * RULE_TUPLE_BYTES
+            + len(self.rules.byte_next) * BYTE_ROW_BYTES
+            + len(self._states) * RUN_STATE_BYTES
+            + len(self._rows) * self._trans.shape[1] * POINTER_BYTES
+            + (len(self._after) + len(self._ends) + len(self._splits)) * 2 * RUN_STATE_BYTES // 4
+            + self._subruns.nbytes
+        )
+
     def _subrun(self, callee: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         key = (callee, nodes.tobytes())
-        found = self._subruns.get(key)
-        if found is not None:
-            self._subruns.move_to_end(key)
-            return found
-        found = self._subruns[key] = self._run(callee, nodes)
-        self._subrun_bytes += sum(part.nbytes for part in found) + len(key[1])
-        while self._subrun_bytes > SUBRUN_CACHE_BYTES and len(self._subruns) > 1:
-            old_key, old = self._subruns.popitem(last=False)
-            self._subrun_bytes -= sum(part.nbytes for part in old) + len(old_key[1])
+        found = self._subruns.get(key, None)
+        if found is None:
+            found = self._subruns.put(key, self._run(callee, nodes))
         return found
 
     def _split(self, state: int) -> tuple[int, int] | None:
@@ -454,6 +469,11 @@ class StackRunner:
                 mask = self._self_loops[q] = byte_mask(self.rules.class_table[q][self.byte_class] == q)
             loops &= mask
         return set_words(loops)
+
+
+def _run_bytes(key: tuple[int, bytes], run: tuple[np.ndarray, np.ndarray, np.ndarray]) -> int:
+    """Estimated bytes of a kept run: its arrays and its key (the nodes it ran, as bytes)."""
+    return sum(part.nbytes for part in run) + len(key[1]) + 4 * 64
 
 
 def _chain(head: Frame) -> list[Frame]:

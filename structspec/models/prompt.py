@@ -38,9 +38,11 @@ def compact_json(value: Any) -> str:
 
 
 def extraction_messages(text: str, schema: dict[str, Any], instructions: str | None = None) -> list[dict[str, str]]:
-    """Chat messages asking a model to extract ``schema``-shaped JSON from ``text``."""
+    """Chat messages asking a model to extract ``schema``-shaped JSON from ``text`` (ValueError when it is blank)."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError("the text is empty: there is nothing to extract from")
     if not isinstance(schema, dict):
         raise TypeError(f"schema must be a JSON object (dict), got {type(schema).__name__}")
     content = f"{instructions or DEFAULT_INSTRUCTIONS}\nSchema: {compact_json(schema)}\n{TEXT_HEADING}{text.strip()}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from structspec.budget import MAX_REGEX_NESTING
 from structspec.ir.charset import ANY, LINE_TERMINATORS, CharSet, class_escape
 from structspec.ir.expr import Anchor, Expr, alt, chars, rep, seq
 
@@ -36,18 +37,84 @@ def parse_regex(pattern: str) -> Expr | None:
 
     ``None`` means the pattern matches nothing (e.g. ``[^\\s\\S]``).
     """
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        pos = exc.pos if exc.pos is not None else 0
-        raise RegexError(
-            f"pattern is not valid for Python's re (used by jsonschema): {exc.msg}", pattern, pos
-        ) from None
+    python_pattern(pattern)
     parser = _Parser(pattern)
     expr = parser.disjunction()
     if parser.pos < len(pattern):
         raise parser.error("unbalanced ')'")
     return expr
+
+
+def python_pattern(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled by Python's ``re``, as ``jsonschema`` uses it, after the checks of
+    :func:`_prescan` (so neither a RecursionError nor a FutureWarning comes out of ``re``);
+    :class:`RegexError` for what ``re`` refuses or cannot hold."""
+    _prescan(pattern)
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        pos = exc.pos if exc.pos is not None else 0
+        raise RegexError(
+            f"pattern is not valid for Python's re (used by jsonschema): {exc.msg}", pattern, pos
+        ) from None
+    except OverflowError:
+        counts = re.finditer(r"\{([0-9]+)(?:,([0-9]*))?\}", pattern)
+        where = next((m.start() for m in counts if max(int(g or 0) for g in m.groups()) > MAX_REPEAT), 0)
+        raise RegexError("a repetition count is too large for Python's re", pattern, where) from None
+
+
+def _prescan(pattern: str) -> None:
+    """Refuse, before anything parses the pattern recursively, groups nested deeper than
+    :data:`~structspec.budget.MAX_REGEX_NESTING` and the class syntax that Python's ``re`` warns about
+    (a ``FutureWarning``: its meaning will change), which ECMAScript reads differently anyway."""
+    depth, i = 0, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":
+            i = _class_end(pattern, i)
+            continue
+        if ch == "(":
+            depth += 1
+            if depth > MAX_REGEX_NESTING:
+                raise RegexError(f"groups nest deeper than {MAX_REGEX_NESTING} levels", pattern, i)
+        elif ch == ")":
+            depth = max(depth - 1, 0)
+        i += 1
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """The index after the class opening at ``start``, read as Python's ``re`` reads it."""
+    i = start + 1
+    if pattern.startswith("^", i):
+        i += 1
+    if pattern.startswith("[", i):
+        raise RegexError(
+            "'[' at the start of a character class, which Python's re will read as a nested set "
+            "(POSIX classes such as [[:alpha:]] do not exist in JSON Schema patterns: write [A-Za-z]); "
+            "escape it as '\\['",
+            pattern,
+            i,
+        )
+    first = True
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i, first = i + 2, False
+            continue
+        if ch == "]" and not first:
+            return i + 1
+        if ch in "-&~|" and pattern.startswith(ch, i + 1):
+            raise RegexError(
+                f"'{ch}{ch}' inside a character class, which Python's re will read as a set operation; "
+                f"escape it as '\\{ch}'",
+                pattern,
+                i,
+            )
+        i, first = i + 1, False
+    return i
 
 
 class _Parser:

@@ -1,8 +1,9 @@
 """The FastAPI application: OpenAI-compatible chat completions, extraction, models and health.
 
-Handlers validate and convert the request on the event loop (grammar conversion runs in the
-thread pool, cached by :class:`ConstraintCache`), then hand generation to the single
-:class:`GenerationWorker`; see :mod:`structspec.server.worker` for the concurrency design.
+Handlers validate and convert the request on the event loop (grammars are compiled in child
+processes, waited for in the thread pool, and cached by :class:`ConstraintCache`), then hand
+generation to the :class:`GenerationWorker`, whose one thread decodes a batch of requests
+together; see :mod:`structspec.server.worker` for the concurrency design.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,10 +20,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from structspec.grammar import Grammar
+from structspec.generation.sampling import Sampling
+from structspec.masks.compiled import CompiledGrammar
 from structspec.server.body import parse, read_json
+from structspec.server.collector import CollectionPauses, settle
 from structspec.server.constraints import JSON_OBJECT_SCHEMA, ConstraintCache
-from structspec.server.engine import Completion, Engine, Sampling
+from structspec.server.engine import Completion, Engine
 from structspec.server.errors import APIError
 from structspec.server.handlers import install_handlers
 from structspec.server.limits import Limits
@@ -35,16 +39,23 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
     """The server application for one loaded model."""
     limits = limits or Limits()
-    cache = ConstraintCache(limits)
-    worker = GenerationWorker(limits.max_queue)
+    cache = ConstraintCache(limits, engine.vocabulary)
+    worker = GenerationWorker(engine.batch, limits.max_queue, limits.max_batch)
+    pauses = CollectionPauses()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        settle()
+        pauses.install()
+        threading.Thread(target=cache.warm, name="structspec-compile-warm", daemon=True).start()
         yield
+        pauses.remove()
         worker.close()
+        cache.close()
 
     app = FastAPI(title="structspec", summary="Grammar-constrained generation over HTTP", lifespan=lifespan)
     install_handlers(app)
+    app.state.engine = engine
     app.state.cache = cache
     app.state.worker = worker
 
@@ -54,8 +65,10 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
             "status": "ok",
             "model": engine.model_id,
             "queued": worker.active,
+            "batch": worker.rows,
             "cancelled": worker.cancelled,
-            "grammar_cache": {"size": len(cache), "hits": cache.hits, "misses": cache.misses},
+            "grammar_cache": cache.stats(),
+            "gc": pauses.stats(),
         }
 
     @app.get("/v1/models")
@@ -67,8 +80,7 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
     async def chat_completions(request: Request) -> JSONResponse | StreamingResponse:
         chat = parse(ChatRequest, await read_json(request, limits.max_body_bytes))
         engine.check_model(chat.model)
-        requested, field = chat.token_budget()
-        sampling = _sampling(chat, limits.tokens(requested, field))
+        sampling = _sampling(chat, engine, limits)
         grammar = await run_in_threadpool(_chat_grammar, chat, cache)
         messages = [{"role": m.role, "content": m.text()} for m in chat.messages]
         events = worker.submit(engine.job(messages, grammar, sampling))
@@ -85,10 +97,13 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
     async def extract(request: Request) -> dict[str, Any]:
         job = parse(ExtractRequest, await read_json(request, limits.max_body_bytes))
         engine.check_model(job.model)
-        sampling = _sampling(job, limits.tokens(job.max_tokens, "max_tokens"))
+        sampling = _sampling(job, engine, limits)
+        try:
+            messages = engine.extraction_messages(job.text, job.schema_, job.instructions)
+        except ValueError as exc:
+            raise APIError(f"text: {exc}", param="text", code="invalid_value") from None
         grammar = await run_in_threadpool(cache.from_schema, job.schema_, "schema")
-        messages = engine.extraction_messages(job.text, job.schema_, job.instructions)
-        completion = await _complete(request, worker.submit(engine.job(messages, grammar, sampling)))
+        completion = await _complete(request, worker.submit(engine.job(messages, grammar, sampling, "text")))
         try:
             data = json.loads(completion.text)
         except json.JSONDecodeError:
@@ -103,17 +118,13 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
     return app
 
 
-def _sampling(request: Any, max_tokens: int) -> Sampling:
-    return Sampling(
-        max_tokens=max_tokens,
-        temperature=request.temperature,
-        top_p=request.top_p,
-        top_k=request.top_k,
-        seed=request.seed,
-    )
+def _sampling(request: ChatRequest | ExtractRequest, engine: Engine, limits: Limits) -> Sampling:
+    """The request's sampling options over the server's defaults, its token count within the limits."""
+    requested, field = request.token_budget()
+    return request.sampling(engine.defaults, limits.tokens(requested, field), field)
 
 
-def _chat_grammar(chat: ChatRequest, cache: ConstraintCache) -> Grammar | None:
+def _chat_grammar(chat: ChatRequest, cache: ConstraintCache) -> CompiledGrammar | None:
     """The grammar a chat request asks for (None for free text)."""
     response_format = chat.response_format
     wants_json = response_format is not None and response_format.type != "text"

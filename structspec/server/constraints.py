@@ -1,64 +1,121 @@
-"""Grammars for requests, with an LRU cache so a repeated schema or grammar skips conversion and compilation.
+"""Compiled grammars for requests: built off the generation worker, shared, and cached within a byte budget.
 
 The cache key is the canonical text of the constraint: compact JSON for a schema (key order
 kept, since property order decides the order of the generated members), the exact text for
-GBNF. The cache holds the :class:`~structspec.Grammar`, which also keeps its compiled token
-masks alive in :func:`structspec.compile`'s per-grammar cache.
+GBNF. An entry is the :class:`~structspec.masks.compiled.CompiledGrammar` for the served
+model's vocabulary, with the token masks it has computed so far. Entries are bounded by count
+(``Limits.cache_size``) and by their estimated bytes (``Limits.cache_bytes``), measured again
+at every lookup because masks accumulate while requests decode; the least recently used go
+first.
+
+A miss converts and compiles in a :class:`~structspec.server.compile_pool.CompilePool` child
+process, within ``Limits.compile_timeout`` seconds, so a big schema never holds the
+interpreter lock that the generation worker needs. Concurrent requests for a constraint being
+compiled wait for that one compilation instead of starting their own.
 """
 
 from __future__ import annotations
 
 import threading
 import warnings
-from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from structspec.errors import GrammarError, SchemaError, SchemaRelaxedWarning
 from structspec.grammar import Grammar
+from structspec.lru import BoundedCache
+from structspec.masks.compiled import CompiledGrammar
+from structspec.masks.compiled import compile as compile_grammar
+from structspec.server.compile_pool import CompilePool, CompileTimeout
 from structspec.server.errors import APIError, grammar_error, schema_error
 from structspec.server.limits import Limits
+from structspec.tokens.vocabulary import Vocabulary
 
 JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 
 
 class ConstraintCache:
-    """Thread-safe LRU of grammars built from request schemas and GBNF text."""
+    """Thread-safe: grammars built from request schemas and GBNF text, compiled for ``vocabulary``."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, vocabulary: Vocabulary, pool: CompilePool | None = None) -> None:
         self._limits = limits
-        self._entries: OrderedDict[tuple[str, str], Grammar] = OrderedDict()
+        self._vocabulary = vocabulary
+        self._pool = pool or CompilePool(limits.compile_processes, limits.compile_timeout)
+        self._entries: BoundedCache[tuple[str, str], CompiledGrammar] = BoundedCache(
+            max_entries=limits.cache_size, max_bytes=limits.cache_bytes, weigh=_compiled_bytes)
+        self._pending: dict[tuple[str, str], Future[CompiledGrammar]] = {}
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
+        self.shared = 0
+        """Requests that waited for a compilation another request had started."""
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def from_schema(self, schema: Any, param: str, *, strict: bool = True) -> Grammar:
+    def stats(self) -> dict[str, Any]:
+        """What ``GET /health`` reports: entries, estimated bytes, hits, misses, evictions,
+        shared compilations and compilations stopped by the time limit."""
+        return {**self._entries.stats(), "max_bytes": self._limits.cache_bytes, "shared": self.shared,
+                "timeouts": self._pool.timeouts}
+
+    def from_schema(self, schema: Any, param: str, *, strict: bool = True) -> CompiledGrammar:
         """The grammar of JSON valid under ``schema``; HTTP 400 naming the JSON pointer when it cannot be enforced."""
         canonical = self._limits.check_schema(schema, param)
-        return self._get(("schema" if strict else "schema-relaxed", canonical), lambda: _schema(schema, param, strict))
+        return self._get(("schema" if strict else "schema-relaxed", canonical), param, _schema, schema, param, strict)
 
-    def from_gbnf(self, text: str, param: str) -> Grammar:
+    def from_gbnf(self, text: str, param: str) -> CompiledGrammar:
         """The grammar of GBNF ``text``; HTTP 400 naming line:column when it is malformed."""
         self._limits.check_grammar(text, param)
-        return self._get(("gbnf", text), lambda: _gbnf(text, param))
+        return self._get(("gbnf", text), param, _gbnf, text, param)
 
-    def _get(self, key: tuple[str, str], build: Any) -> Grammar:
+    def warm(self) -> None:
+        """Start a compile process now (it takes about a second), so the first miss need not wait."""
+        self._pool.warm()
+
+    def close(self) -> None:
+        """Stop the compile processes."""
+        self._pool.close()
+
+    def _get(self, key: tuple[str, str], param: str, build: Callable[..., Grammar], *args: Any) -> CompiledGrammar:
+        self._entries.reweigh()  # masks computed by earlier requests count from now on
+        found = self._entries.get(key, None)
+        if found is not None:
+            return found
         with self._lock:
-            grammar = self._entries.get(key)
-            if grammar is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-                return grammar
-        grammar = build()
-        with self._lock:
-            self.misses += 1
-            self._entries[key] = grammar
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._limits.cache_size:
-                self._entries.popitem(last=False)
-        return grammar
+            pending = self._pending.get(key)
+            owner = pending is None
+            if owner:
+                pending = self._pending[key] = Future()
+            else:
+                self.shared += 1
+        if not owner:
+            return pending.result()
+        try:
+            compiled = self._entries.put(key, self._compile(param, build, *args))
+            pending.set_result(compiled)
+            return compiled
+        except BaseException as exc:
+            pending.set_exception(exc)
+            raise
+        finally:
+            with self._lock:
+                del self._pending[key]
+
+    def _compile(self, param: str, build: Callable[..., Grammar], *args: Any) -> CompiledGrammar:
+        try:
+            grammar = self._pool.run(build, *args)
+        except CompileTimeout:
+            raise APIError(
+                f"{param}: compiling this constraint took longer than the server's limit of "
+                f"{self._limits.compile_timeout:g} s; simplify it (fewer properties, smaller counts)",
+                param=param,
+                code="compile_timeout",
+            ) from None
+        return compile_grammar(grammar, self._vocabulary)
+
+
+def _compiled_bytes(_key: tuple[str, str], compiled: CompiledGrammar) -> int:
+    return compiled.nbytes
 
 
 def _gbnf(text: str, param: str) -> Grammar:

@@ -1,7 +1,8 @@
 """The server's error format: every failure is ``{"error": {"message", "type", "param", "code"}}``.
 
 Request problems are HTTP 400 (404 for an unknown model, 503 when the queue is full); the
-message names the field, and inside a schema or grammar the JSON pointer or line:column.
+message names the field as the client wrote it (``messages[0].content``), and inside a schema
+or grammar the JSON pointer or line:column.
 """
 
 from __future__ import annotations
@@ -50,9 +51,3 @@ def schema_error(exc: SchemaError, param: str, unsupported: list[str] | None = N
         message += "; also cannot be enforced exactly: " + "; ".join(others)
     return APIError(message, param=located, code="unsupported_schema")
 
-
-def validation_error(errors: list[dict[str, Any]]) -> APIError:
-    """The first problem pydantic found in a request body, named by its dotted field path."""
-    first = errors[0] if errors else {}
-    param = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or None
-    return APIError(f"{param or 'body'}: {first.get('msg', 'invalid request')}", param=param, code="invalid_value")

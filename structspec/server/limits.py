@@ -6,6 +6,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from structspec.budget import MAX_NESTING
+from structspec.errors import SchemaError
+from structspec.jsonschema.limits import schema_depth
 from structspec.server.errors import APIError
 
 
@@ -16,27 +19,45 @@ class Limits:
     Attributes:
         max_body_bytes: largest request body accepted.
         max_schema_bytes: largest JSON Schema, measured as compact JSON.
-        max_schema_depth: deepest nesting of objects/arrays inside a schema.
+        max_schema_depth: deepest nesting of a schema, measured as the converter measures it
+            (:func:`~structspec.jsonschema.limits.schema_depth`: the root is level 1, each
+            subschema one more); at most the converter's own limit,
+            :data:`~structspec.budget.MAX_NESTING`.
         max_grammar_bytes: largest GBNF grammar text.
         max_tokens: most tokens one request may ask for.
         default_max_tokens: tokens generated when a request does not say.
         max_queue: most requests waiting for (or holding) the model at once (HTTP 503 beyond).
+        max_batch: most requests decoded together, one target forward a step for all of them.
         cache_size: compiled grammars kept (least recently used dropped first).
+        cache_bytes: estimated bytes the kept compiled grammars may hold, token masks included
+            (least recently used dropped first).
+        compile_timeout: seconds a schema or grammar may take to convert and compile (HTTP 400
+            ``compile_timeout`` beyond).
+        compile_processes: child processes compiling at once (more wait for one).
     """
 
     max_body_bytes: int = 1 << 20
     max_schema_bytes: int = 64 << 10
-    max_schema_depth: int = 32
+    max_schema_depth: int = MAX_NESTING
     max_grammar_bytes: int = 64 << 10
     max_tokens: int = 2048
     default_max_tokens: int = 512
     max_queue: int = 32
+    max_batch: int = 8
     cache_size: int = 64
+    cache_bytes: int = 512 << 20
+    compile_timeout: float = 60.0
+    compile_processes: int = 2
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
-            if value < 1:
-                raise ValueError(f"limit {name} must be at least 1, got {value}")
+            if not value >= (0.001 if isinstance(value, float) else 1):  # NaN fails too
+                raise ValueError(f"limit {name} must be at least {'0.001' if isinstance(value, float) else 1}, "
+                                 f"got {value}")
+        if self.max_schema_depth > MAX_NESTING:
+            raise ValueError(
+                f"max_schema_depth ({self.max_schema_depth}) exceeds the converter's nesting limit of {MAX_NESTING}"
+            )
         if self.default_max_tokens > self.max_tokens:
             raise ValueError(f"default_max_tokens ({self.default_max_tokens}) exceeds max_tokens ({self.max_tokens})")
 
@@ -44,10 +65,14 @@ class Limits:
         """The schema's canonical JSON text, after checking its size and depth."""
         if not isinstance(schema, dict | bool):
             raise APIError(f"{param}: a JSON Schema must be an object or a boolean", param=param, code="invalid_schema")
-        depth = nesting_depth(schema)
+        try:
+            depth, pointer = schema_depth(schema, self.max_schema_depth)
+        except SchemaError as exc:  # NaN, Infinity: Python's json reads them, JSON has none
+            raise APIError(f"{param}#{exc.pointer}: {exc.message}", param=param, code="invalid_schema") from None
         if depth > self.max_schema_depth:
             raise APIError(
-                f"{param}: schema nesting depth {depth} exceeds the limit of {self.max_schema_depth}",
+                f"{param}#{pointer}: schema nesting depth over the limit of {self.max_schema_depth} levels "
+                "(each subschema is one level)",
                 param=param,
                 code="schema_too_deep",
             )
@@ -71,27 +96,15 @@ class Limits:
             )
 
     def tokens(self, requested: int | None, param: str) -> int:
-        """The number of tokens to generate for a request that asked for ``requested``."""
+        """The number of tokens to generate for a request that asked for ``requested``: HTTP 400
+        over the server's limit (the sampling options' own check refuses fewer than 1)."""
         if requested is None:
             return min(self.default_max_tokens, self.max_tokens)
-        if requested < 1 or requested > self.max_tokens:
+        if requested > self.max_tokens:
             raise APIError(
                 f"{param}: {requested} is outside 1..{self.max_tokens} (the server's limit)",
                 param=param,
-                code="max_tokens_exceeded" if requested > self.max_tokens else "invalid_value",
+                code="max_tokens_exceeded",
             )
         return requested
 
-
-def nesting_depth(value: Any) -> int:
-    """How deeply objects and arrays nest in ``value`` (0 for a scalar), without recursion."""
-    deepest = 0
-    pending: list[tuple[Any, int]] = [(value, 0)]
-    while pending:
-        node, depth = pending.pop()
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
-        if children is None:
-            continue
-        deepest = max(deepest, depth + 1)
-        pending.extend((child, depth + 1) for child in children)
-    return deepest

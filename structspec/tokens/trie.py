@@ -18,11 +18,11 @@ are accepted without expanding their subtrees.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
+from structspec.lru import BoundedCache
 from structspec.tokens.vocabulary import Vocabulary
 
 
@@ -82,9 +82,32 @@ def byte_mask(flags: np.ndarray) -> int:
     return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
 
 
-@functools.lru_cache(maxsize=8)
+TRIE_CACHE_ENTRIES = 8  # vocabularies whose tries are kept (with the vocabularies themselves)
+TRIE_CACHE_BYTES = 512 << 20
+
+
+def _trie_bytes(vocab: Vocabulary, trie: TokenTrie) -> int:
+    """The trie's arrays plus the vocabulary's, which the cache keeps alive as its key."""
+    arrays = (trie.byte, trie.child_lo, trie.child_hi, trie.row_lo, trie.end_hi, trie.row_hi, trie.rest_sets,
+              vocab.byte_matrix, vocab.lengths, vocab.lcp, vocab.text_ids)
+    return sum(a.nbytes for a in arrays) + 64 * vocab.size  # the token byte strings
+
+
+_TRIES: BoundedCache[Vocabulary, TokenTrie] = BoundedCache(
+    max_entries=TRIE_CACHE_ENTRIES, max_bytes=TRIE_CACHE_BYTES, weigh=_trie_bytes
+)
+
+
 def token_trie(vocab: Vocabulary) -> TokenTrie:
-    """The :class:`TokenTrie` of ``vocab``'s text tokens (built once per vocabulary)."""
+    """The :class:`TokenTrie` of ``vocab``'s text tokens (built once per vocabulary while it
+    stays among the recently used)."""
+    trie = _TRIES.get(vocab, None)
+    if trie is None:
+        trie = _TRIES.put(vocab, _build(vocab))
+    return trie
+
+
+def _build(vocab: Vocabulary) -> TokenTrie:
     lengths, lcp, matrix = vocab.lengths, vocab.lcp, vocab.byte_matrix
     n = len(lengths)
     width = int(lengths.max(initial=0))

@@ -40,6 +40,10 @@ def test_example_on_a_tiny_model(name: str, capsys: pytest.CaptureFixture[str],
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     status, out, err = run_example(name, ["--model", str(stories_dir()), "--max-tokens", "40"], capsys, monkeypatch)
     assert "Traceback" not in err
+    if name in ("extract_invoice", "pydantic_people"):
+        # Their extraction prompts (674 and 547 tokens) do not fit stories260K's context: refused before decoding.
+        assert status == 2 and "context of 512 tokens" in err, (status, out, err)
+        return
     # A model that knows nothing about the task may run out of tokens; that is reported, not crashed on.
     assert status == 0 or (status == 1 and "before the" in err + out), (status, out, err)
     if name == "custom_grammar" and status == 0:

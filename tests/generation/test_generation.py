@@ -159,7 +159,7 @@ def _loop_prone() -> Generator:
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 2**31), slack=st.integers(0, 40), temperature=st.sampled_from([0.0, 1.0, 3.0]),
+@given(seed=st.integers(0, 2**31), slack=st.integers(0, 40), temperature=st.sampled_from([0.0, 1.0, 2.0]),
        speculative=st.booleans())
 def test_every_output_is_complete_when_max_new_tokens_holds_the_shortest(seed, slack, temperature, speculative):
     gen = _loop_prone()

@@ -290,7 +290,7 @@ def test_acceptance_follows_the_verified_spans() -> None:
 
 
 @given(
-    st.floats(1e-4, 1e-1),
+    st.floats(1e-3, 1e-1),  # above the floor ForwardCost.base keeps (a thousandth of the mean forward, < 2.6e-4 here)
     st.floats(0.0, 1e-2),
     st.lists(st.integers(1, 17), min_size=3, max_size=40).filter(lambda fed: len(set(fed[1:])) > 1),
 )
@@ -331,7 +331,7 @@ def test_a_round_credits_the_tokens_the_target_checked() -> None:
     stats = Stats()
     for name in draft.sources:
         stats.sources.setdefault(name, SourceStats()).drafted += 1
-    chain.record(draft, [0, 1], stats, 6, 0.01)
+    chain.record(draft, [0, 1], stats)
     forced, ngram = stats.sources["forced"], stats.sources["ngram"]
     assert (forced.drafted, forced.verified, forced.accepted) == (2, 2, 2)
     assert (ngram.drafted, ngram.verified, ngram.accepted) == (3, 1, 0)

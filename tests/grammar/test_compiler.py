@@ -50,14 +50,15 @@ def test_same_rule_text_with_different_inlined_callees_is_not_shared() -> None:
     assert second.matches("bb") and not second.matches("aa")
 
 
-def test_cache_stays_within_its_state_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compiler, "DFA_CACHE_STATES", 50)
+def test_cache_stays_within_its_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    budget = 50 * compiler.DFA_STATE_BYTES
+    monkeypatch.setattr(compiler._DFA_CACHE, "max_bytes", budget)
     for path in GRAMMARS:
         Grammar.from_gbnf(path.read_text(encoding="utf-8"))
         cache = compiler._DFA_CACHE
-        held = sum(len(d.final) for d in cache.entries.values())
-        assert held == cache.states
-        assert held <= 50 or len(cache.entries) == 1
+        held = sum(compiler._dfa_bytes(None, d) for d in cache.values())
+        assert held == cache.nbytes
+        assert held <= budget or len(cache) == 1
 
 
 def test_byte_moves_match_the_class_table() -> None:

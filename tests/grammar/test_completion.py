@@ -104,3 +104,48 @@ def test_token_references_cost_one_token_and_finished_costs_nothing() -> None:
     assert matcher.tokens_to_finish() == 2
     assert matcher.accept_tokens([0, 1]) == 2 and matcher.tokens_to_finish() == 0
     assert matcher.is_finished()
+
+
+# A vocabulary with single bytes and many multi-byte tokens, so that a shortest completion can be
+# started by tokens of several lengths.
+WORDS = Vocabulary.from_token_bytes(
+    [bytes([b]) for b in range(256)]
+    + [w.encode() for w in ('"}', '"]', "]}", "}]", '",', '":', "true", "null", "ab", "abc", ".\n", "aa", '""')]
+    + [None],
+    eos_ids=[269],
+)
+
+
+@pytest.mark.parametrize(("name", "grammar"), _library(), ids=[name for name, _ in _library()])
+def test_finishing_tokens_start_a_shortest_completion(name: str, grammar: Grammar) -> None:
+    """Along random walks: every finishing token is allowed and lowers the bound by at least
+    one, there is one whenever the text is incomplete, and end-of-sequence when it is complete."""
+    for vocab in (BYTES, WORDS):
+        compiled = structspec.compile(grammar, vocab)
+        for seed in range(3):
+            rng = random.Random(seed)
+            matcher = compiled.matcher()
+            for _ in range(50):
+                bound = matcher.tokens_to_finish()
+                finishing = matcher.finishing_tokens()
+                if matcher.is_accepting():
+                    assert finishing == sorted(vocab.eos_ids)
+                else:
+                    assert finishing, (name, seed)
+                for token in finishing:
+                    after = matcher.copy()
+                    assert after.accept_token(token), (name, token)
+                    assert after.tokens_to_finish() <= bound - 1 or after.is_finished(), (name, token)
+                allowed = sorted(b for b in matcher.state.allowed_bytes() if b < 256)
+                if not allowed:
+                    break
+                assert matcher.accept_token(rng.choice(allowed))
+
+
+def test_finishing_tokens_follow_a_token_reference() -> None:
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", None, None], eos_ids=[3], special_tokens={"<tool>": 2})
+    matcher = structspec.compile(Grammar.from_gbnf('root ::= <tool> "ab" | "a"{4}'), vocab).matcher()
+    assert matcher.finishing_tokens() == [2]
+    negated = structspec.compile(Grammar.from_gbnf('root ::= "a" !<tool>'), vocab).matcher()
+    assert negated.accept_token(0)
+    assert negated.finishing_tokens() == [0, 1]  # any real token but <tool>, never end-of-sequence

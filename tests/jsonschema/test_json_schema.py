@@ -576,14 +576,16 @@ _SCHEMAS = st.recursive(
 @given(_SCHEMAS)
 def test_merged_metaschema_reports_what_the_official_one_does(schema):
     """The one-document 2020-12 metaschema used for speed finds the official one's errors (each
-    once: the official one repeats a type error once per vocabulary)."""
+    once: the official one repeats a type error once per vocabulary), repeated items aside: those
+    are harmless and deliberately not checked (see ``metaschema_error``)."""
     from structspec.jsonschema.metaschema import _meta_validator
 
     validator = jsonschema.Draft202012Validator
     official = validator(validator.META_SCHEMA)
 
     def found(meta):
-        return {(tuple(e.path), e.message, e.validator) for e in meta.iter_errors(schema)}
+        errors = (e for e in meta.iter_errors(schema) if e.validator != "uniqueItems")
+        return {(tuple(e.path), e.message, e.validator) for e in errors}
 
     assert found(_meta_validator(validator)) == found(official)
 

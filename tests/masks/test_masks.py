@@ -404,3 +404,49 @@ def test_random_grammar_masks_are_exact(gbnf: str, vocab: Vocabulary, seed: int)
     except GrammarError:
         assume(False)
     _random_walk(structspec.compile(grammar, vocab), seed, 8)
+
+
+# -- lifetime ----------------------------------------------------------------------------------
+
+
+def test_a_compiled_grammar_is_freed_with_its_grammar() -> None:
+    """The per-pair cache must not keep what it maps: once neither the grammar nor the
+    compiled grammar is held, both are gone (here without waiting for the cycle collector)."""
+    import gc
+    import weakref
+
+    vocab = _handmade_vocab()
+    grammar = Grammar.from_gbnf(HAND_WRITTEN["recursion"])
+    compiled = structspec.compile(grammar, vocab)
+    matcher = compiled.matcher()
+    matcher.accept_tokens(vocab.encode_bytes(b'[["x",1'))
+    matcher.mask_words()
+    assert structspec.compile(grammar, vocab) is compiled  # shared while in use, with its masks
+    dead_grammar, dead_compiled = weakref.ref(grammar), weakref.ref(compiled)
+    gc.disable()
+    try:
+        del grammar, compiled, matcher
+        assert dead_compiled() is None and dead_grammar() is None
+    finally:
+        gc.enable()
+
+
+def test_a_compiled_grammar_keeps_its_grammar() -> None:
+    import gc
+
+    vocab = _handmade_vocab()
+    compiled = structspec.compile(Grammar.from_gbnf('root ::= "ab"+'), vocab)
+    gc.collect()
+    assert structspec.compile(compiled.grammar, vocab) is compiled
+    assert compiled.matcher().accept_tokens(vocab.encode_bytes(b"abab")) == 2
+
+
+def test_compiled_grammar_size_grows_with_its_masks() -> None:
+    vocab = _handmade_vocab()
+    compiled = _compile(HAND_WRITTEN["recursion"], vocab)
+    before = compiled.nbytes
+    matcher = compiled.matcher()
+    for token in vocab.encode_bytes(b'[["x",1,[]],"yy"'):
+        matcher.mask_words()
+        assert matcher.accept_token(token)
+    assert compiled.nbytes > before + 10 * 4 * compiled.n_words  # at least the masks it cached

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
+from live_server import live_server
 from tiny_models import one_thread, stories_model, tokenizer
 
 from structspec.grammar import Grammar
@@ -42,8 +43,6 @@ MESSAGES = [{"role": "user", "content": "Once upon a time there was a girl."}]
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     """The base URL of a live server (small limits so that limit tests stay cheap)."""
-    import uvicorn
-
     from structspec.generation import Generator, SpecConfig
     from structspec.server.app import create_app
     from structspec.server.engine import Engine
@@ -53,21 +52,8 @@ def server() -> Iterator[str]:
     limits = Limits(
         max_body_bytes=20_000, max_grammar_bytes=2000, max_schema_depth=12, max_tokens=96, default_max_tokens=48
     )
-    app = create_app(Engine(generator, MODEL_ID, SpecConfig()), limits)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    uvicorn_server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=uvicorn_server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not uvicorn_server.started:
-        if not thread.is_alive():
-            pytest.fail("the server did not start")
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    uvicorn_server.should_exit = True
-    thread.join()
-    sock.close()
+    with live_server(create_app(Engine(generator, MODEL_ID, SpecConfig()), limits)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +94,27 @@ def wait_until_idle(http: httpx.Client) -> dict[str, Any]:
 
 
 def test_health_and_models(http: httpx.Client, client: Any) -> None:
-    assert http.get("/health").json()["status"] == "ok"
+    health = http.get("/health").json()
+    assert health["status"] == "ok"
+    assert health["gc"]["frozen_objects"] > 0  # what existed once the model was loaded is frozen
+    assert health["grammar_cache"]["max_bytes"] == 512 << 20
     assert [model.id for model in client.models.list()] == [MODEL_ID]
+
+
+def test_collector_pauses_are_recorded() -> None:
+    import gc
+
+    from structspec.server.collector import CollectionPauses
+
+    pauses = CollectionPauses()
+    pauses.install()
+    try:
+        gc.collect()
+    finally:
+        pauses.remove()
+    stats = pauses.stats()
+    assert stats["full_collections"] == 1 and stats["longest_full_ms"] > 0
+    assert stats["longest_full_cpu_ms"] <= stats["longest_full_ms"] + 1
 
 
 def test_json_schema_output_validates(client: Any, http: httpx.Client) -> None:
@@ -275,75 +280,142 @@ def test_disconnect_while_waiting_cancels_the_job(server: str, http: httpx.Clien
     assert wait_until_idle(http)["cancelled"] == before + 1
 
 
-def test_worker_runs_one_job_at_a_time_and_refuses_past_the_queue_limit() -> None:
+class FakeBatch:
+    """A stepper whose rows are ``(name, items)`` jobs producing one item a step; the first step
+    waits for ``release``; ``log`` holds each step's rows."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+        self.rows: dict[str, list[int]] = {}
+        self.log: list[list[str]] = []
+        self.cancelled: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def join(self, job: tuple[str, int]) -> str:
+        name, items = job
+        if items < 0:
+            raise ValueError(f"{name}: bad job")
+        self.rows[name] = [0, items]
+        return name
+
+    def step(self) -> list[tuple[str, Any, bool]]:
+        self.release.wait()
+        self.log.append(sorted(self.rows))
+        events = []
+        for name, row in list(self.rows.items()):
+            row[0] += 1
+            last = row[0] == row[1]
+            events.append((name, f"{name}{row[0]}", last))
+            if last:
+                del self.rows[name]
+        return events
+
+    def cancel(self, name: str) -> None:
+        self.cancelled.append(name)
+        del self.rows[name]
+
+
+def test_requests_join_the_running_batch_and_the_queue_limit_holds() -> None:
     from structspec.server.errors import APIError
     from structspec.server.worker import GenerationWorker
 
     release = threading.Event()
-    log: list[str] = []
+    fake = FakeBatch(release)
 
-    def job(name: str) -> Any:
-        def run() -> Iterator[str]:
-            log.append(f"start {name}")
-            release.wait()
-            yield name
-            log.append(f"end {name}")
-
-        return run
-
-    async def scenario() -> list[list[str]]:
-        worker = GenerationWorker(max_queue=2)
-        first, second = worker.submit(job("a")), worker.submit(job("b"))
+    async def scenario() -> list[Any]:
+        worker = GenerationWorker(lambda: fake, max_queue=4, max_batch=2)
+        streams = [worker.submit(job) for job in [("a", 3), ("b", 1), ("c", 2), ("d", -1)]]
         with pytest.raises(APIError) as caught:
-            worker.submit(job("c"))
+            worker.submit(("e", 1))
         assert caught.value.status == 503 and caught.value.code == "queue_full"
         release.set()
-        results = [[item async for item in first], [item async for item in second]]
+        results = []
+        for stream in streams:
+            try:
+                results.append([item async for item in stream])
+            except ValueError as exc:
+                results.append(str(exc))
+        for _ in range(500):  # a request leaves the count when the worker thread's last event arrives
+            if worker.active == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert worker.active == 0
         worker.close()
         return results
 
-    assert asyncio.run(scenario()) == [["a"], ["b"]]
-    assert log == ["start a", "end a", "start b", "end b"]
+    assert asyncio.run(scenario()) == [["a1", "a2", "a3"], ["b1"], ["c1", "c2"], "d: bad job"]
+    assert all(len(rows) <= 2 for rows in fake.log)
+    assert ["a", "b"] in fake.log and ["a", "c"] in fake.log  # joined while "a" was decoding
 
 
-def test_worker_closes_the_job_when_its_consumer_leaves() -> None:
+def test_a_failed_step_ends_its_rows_with_an_error_and_the_worker_goes_on() -> None:
     from structspec.server.worker import GenerationWorker
 
-    closed, resume = threading.Event(), threading.Event()
-    produced: list[int] = []
+    release = threading.Event()
+    release.set()
+    made: list[FakeBatch] = []
 
-    def run() -> Iterator[int]:
-        try:
-            for step in range(1000):
-                produced.append(step)
-                yield step
-                resume.wait()  # the next step starts only after the consumer has left
-        finally:
-            closed.set()
+    class Failing(FakeBatch):
+        def step(self) -> list[tuple[str, Any, bool]]:
+            if len(made) == 1:
+                raise RuntimeError("the forward failed")
+            return super().step()
+
+    def stepper() -> FakeBatch:
+        made.append(Failing(release))
+        return made[-1]
+
+    async def scenario() -> list[Any]:
+        worker = GenerationWorker(stepper, max_queue=4, max_batch=2)
+        outcomes = []
+        for job in [("a", 2), ("b", 1)]:
+            try:
+                outcomes.append([item async for item in worker.submit(job)])
+            except RuntimeError as exc:
+                outcomes.append(str(exc))
+        worker.close()
+        return outcomes
+
+    assert asyncio.run(scenario()) == ["the forward failed", ["b1"]]
+    assert len(made) == 2  # a new batch after the failure
+
+
+def test_worker_drops_the_row_when_its_consumer_leaves() -> None:
+    from structspec.server.worker import GenerationWorker
+
+    release = threading.Event()
+    release.set()
+    fake = FakeBatch(release)
 
     async def scenario() -> GenerationWorker:
-        worker = GenerationWorker(max_queue=1)
-        items = worker.submit(run)
-        assert await anext(items) == 0
+        worker = GenerationWorker(lambda: fake, max_queue=2, max_batch=2)
+        items = worker.submit(("long", 10**9))
+        assert await anext(items) == "long1"
         await items.aclose()
-        resume.set()
         while worker.active:
             await asyncio.sleep(0.01)
         worker.close()
         return worker
 
     worker = asyncio.run(scenario())
-    assert closed.is_set() and worker.cancelled == 1 and produced == [0, 1]
+    assert worker.cancelled == 1 and fake.cancelled == ["long"] and not fake.rows
 
 
 def test_unexpected_errors_are_a_bare_500() -> None:
     from structspec.server.app import create_app
     from structspec.server.engine import Engine
+    from structspec.tokens.vocabulary import Vocabulary
 
     class Broken:
         tokenizer = tokenizer("stories260K")
+        vocabulary = Vocabulary.from_tokenizer(tokenizer)
 
-        def generate(self, *args: Any, **kwargs: Any) -> Any:
+        def batch(self) -> Any:
+            return None
+
+        def sequence(self, *args: Any, **kwargs: Any) -> Any:
             raise RuntimeError("secret internals")
 
     app = create_app(Engine(Broken(), "broken"))
@@ -373,3 +445,33 @@ def test_openai_parse_with_a_pydantic_model(client: Any) -> None:
     parsed = client.chat.completions.parse(model=MODEL_ID, messages=MESSAGES, response_format=Kid, max_tokens=32)
     kid = parsed.choices[0].message.parsed
     assert isinstance(kid, Kid) and kid.name in {"Lily", "Tom"}
+
+
+def test_engine_batch_rows_decode_as_alone_and_end_with_their_completion() -> None:
+    from structspec.generation import Generator, SpecConfig
+    from structspec.generation.sampling import Sampling
+    from structspec.server.engine import Engine
+
+    generator = Generator(stories_model(), tokenizer("stories260K"))
+    engine = Engine(generator, MODEL_ID, SpecConfig())
+    grammars = [Grammar.from_gbnf(YES_NO), Grammar.from_gbnf("root ::= [a-z ]{10,30}"), None]
+    jobs = [engine.job(MESSAGES, grammar, Sampling(max_new_tokens=24)) for grammar in grammars]
+    batch = engine.batch()
+    handles = [batch.join(job) for job in jobs]
+    pieces: dict[int, list[str]] = {id(h): [] for h in handles}
+    completions = {}
+    while len(batch):
+        for handle, item, last in batch.step():
+            if last:
+                completions[id(handle)] = item
+            else:
+                pieces[id(handle)].append(item)
+    for handle, job in zip(handles, jobs, strict=True):
+        alone = generator.generate(MESSAGES, job.grammar, max_new_tokens=24, speculative=SpecConfig())
+        completion = completions[id(handle)]
+        assert completion.text == alone.text == "".join(pieces[id(handle)])
+        assert completion.completion_tokens == alone.stats.tokens
+        assert completion.finish_reason == ("length" if alone.stats.stop_reason == "max_new_tokens" else "stop")
+    with pytest.raises(Exception, match="context") as caught:
+        batch.join(engine.job(MESSAGES, None, Sampling(max_new_tokens=10_000)))
+    assert caught.value.code == "context_length_exceeded" and not len(batch)

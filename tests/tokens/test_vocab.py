@@ -349,3 +349,27 @@ def test_unsupported_tokenizer_kind_is_named() -> None:
     wordpiece.decoder = decoders.WordPiece()
     with pytest.raises(ValueError, match=r"unsupported tokenizer: its decoder \(WordPiece\)"):
         Vocabulary.from_tokenizer(wordpiece)
+
+
+def test_the_vocabulary_cache_does_not_keep_its_tokenizer() -> None:
+    """Vocabularies are remembered per tokenizer object; the vocabulary must not refer back to
+    the tokenizer, or no entry would ever be freed."""
+    import gc
+    import weakref
+
+    from transformers import AutoTokenizer
+
+    from structspec.tokens import vocabulary
+
+    if assets_dir() is None:
+        pytest.skip("shared assets not found")
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir("gpt2"))
+    vocab = Vocabulary.from_tokenizer(tokenizer)
+    assert Vocabulary.from_tokenizer(tokenizer) is vocab
+    held = len(vocabulary._CACHE)
+    gone = weakref.ref(tokenizer)
+    del tokenizer
+    gc.collect()
+    assert gone() is None
+    assert len(vocabulary._CACHE) == held - 1  # the entry went with it
+    assert vocab.size == 50257

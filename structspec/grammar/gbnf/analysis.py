@@ -6,7 +6,7 @@ lists them all.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.ir.expr import Alt, CharClass, Expr, Lit, Ref, Rep, Rule, Seq, walk
@@ -70,15 +70,26 @@ def reachable_rules(table: Mapping[str, Rule], root: str) -> set[str]:
 
 def nullable_rules(table: Mapping[str, Rule]) -> set[str]:
     """Rules that can match the empty string (least fixpoint)."""
-    nullable: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, rule in table.items():
-            if name not in nullable and is_nullable(rule.body, nullable):
-                nullable.add(name)
-                changed = True
-    return nullable
+    return _least_fixpoint(table, is_nullable)
+
+
+def _least_fixpoint(table: Mapping[str, Rule], holds: Callable[[Expr, set[str]], bool]) -> set[str]:
+    """The rules whose body ``holds`` given the rules found so far, found by a worklist: a rule
+    is checked again only when a rule it refers to is found, so a chain of n rules costs n
+    checks, not n passes over the table."""
+    users: dict[str, set[str]] = {}
+    for name, rule in table.items():
+        for node in walk(rule.body):
+            if isinstance(node, Ref):
+                users.setdefault(node.name, set()).add(name)
+    found: set[str] = set()
+    pending = list(table)
+    while pending:
+        name = pending.pop()
+        if name not in found and holds(table[name].body, found):
+            found.add(name)
+            pending += [user for user in users.get(name, ()) if user not in found]
+    return found
 
 
 def is_nullable(node: Expr, nullable: set[str]) -> bool:
@@ -123,8 +134,11 @@ def left_recursion_problems(table: Mapping[str, Rule]) -> list[Diagnostic]:
     }
     problems = []
     reported: set[frozenset[str]] = set()
+    candidates = _near_cycles(edges)
     for start in table:
-        cycle = _find_cycle(start, edges)
+        cycle = _find_cycle(start, edges) if start in candidates else None
+        if cycle is not None:
+            candidates -= set(cycle)  # one report per rule on a cycle: n searches, not n per cycle
         if cycle is None or frozenset(cycle) in reported:
             continue
         reported.add(frozenset(cycle))
@@ -136,6 +150,28 @@ def left_recursion_problems(table: Mapping[str, Rule]) -> list[Diagnostic]:
                        rule.line, rule.column)
         )
     return problems
+
+
+def _near_cycles(edges: Mapping[str, list[Ref]]) -> set[str]:
+    """The rules that some cycle reaches and that reach some cycle (every rule on a cycle is
+    one): what is left after repeatedly removing rules with no edge in, then no edge out."""
+    targets = {name: {ref.name for ref in refs} for name, refs in edges.items()}
+    sources: dict[str, set[str]] = {name: set() for name in edges}
+    for name, outs in targets.items():
+        for other in outs:
+            sources[other].add(name)
+    left = set(edges)
+    for ins, outs in ((sources, targets), (targets, sources)):
+        count = {name: len(ins[name] & left) for name in left}
+        pending = [name for name in left if not count[name]]
+        while pending:
+            name = pending.pop()
+            left.discard(name)
+            for other in outs[name] & left:
+                count[other] -= 1
+                if not count[other]:
+                    pending.append(other)
+    return left
 
 
 def _find_cycle(start: str, edges: Mapping[str, list[Ref]]) -> list[str] | None:
@@ -181,15 +217,7 @@ def _first_item_refs(node: Expr) -> set[str]:
 
 def productive_rules(table: Mapping[str, Rule]) -> set[str]:
     """Rules with at least one finite derivation (least fixpoint)."""
-    productive: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, rule in table.items():
-            if name not in productive and is_productive(rule.body, productive):
-                productive.add(name)
-                changed = True
-    return productive
+    return _least_fixpoint(table, is_productive)
 
 
 def is_productive(node: Expr, productive: set[str]) -> bool:

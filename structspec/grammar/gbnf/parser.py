@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from structspec.budget import MAX_GBNF_NESTING
 from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.ir.charset import ANY, MAX_CODE_POINT
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef
@@ -54,6 +55,7 @@ class _Parser:
         self.src = source
         self.pos = 0
         self.depth = 0  # parenthesis nesting; newlines are insignificant when > 0
+        self.height = 0  # how deep the expression tree just parsed is (sequences, choices, repetitions)
         self.diagnostics: list[Diagnostic] = []
         self.rule_name: str | None = None  # the rule being parsed, once its name is read
         self.line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", source)]
@@ -161,20 +163,37 @@ class _Parser:
         self.pos = match.end()
         return match.group()
 
+    def nest(self, height: int, start: int) -> None:
+        """Record the height of the node starting at ``start``, refusing one over the limit."""
+        if height > MAX_GBNF_NESTING:
+            raise self.fail(
+                "E108",
+                f"expression nests deeper than {MAX_GBNF_NESTING} levels (sequences, alternatives and "
+                "repetitions inside each other)",
+                start,
+            )
+        self.height = height
+
     def parse_alternatives(self) -> Expr:
+        start = self.pos
         line, column = self.where()
         alternatives = [self.parse_sequence()]
+        height = self.height
         while self.peek() == "|":
             self.pos += 1
             self.skip_space(newlines=True)
             alternatives.append(self.parse_sequence())
+            height = max(height, self.height)
         if len(alternatives) == 1:
             return alternatives[0]
+        self.nest(height + 1, start)
         return Alt(tuple(alternatives), line=line, column=column)
 
     def parse_sequence(self) -> Expr:
+        start = self.pos
         line, column = self.where()
         items: list[Expr] = []
+        height = 0
         while True:
             self.skip_space(newlines=False)
             ch = self.peek()
@@ -184,12 +203,15 @@ class _Parser:
                 if self.depth == 0:
                     raise self.fail("E001", "a new rule must start on its own line")
                 break  # a rule definition inside '(': the group was never closed
-            items.append(self.parse_postfix(self.parse_primary()))
+            item_start = self.pos
+            items.append(self.parse_postfix(self.parse_primary(), item_start))
+            height = max(height, self.height)
         if len(items) == 1:
             return items[0]
+        self.nest(height + 1 if items else 0, start)
         return Seq(tuple(items), line=line, column=column)
 
-    def parse_postfix(self, node: Expr) -> Expr:
+    def parse_postfix(self, node: Expr, start: int) -> Expr:
         while True:
             ch = self.peek()
             line, column = node.line, node.column
@@ -202,6 +224,7 @@ class _Parser:
                 node = Rep(node, low, high, line=line, column=column)
             else:
                 return node
+            self.nest(self.height + 1, start)
 
     def parse_bounds(self) -> tuple[int, int | None]:
         start = self.pos
@@ -242,6 +265,7 @@ class _Parser:
     def parse_primary(self) -> Expr:
         line, column = self.where()
         ch = self.peek()
+        self.height = 0  # a leaf; a group sets the height of its body
         if ch == '"':
             return Lit(self.parse_literal(), line=line, column=column)
         if ch == "[":
@@ -261,6 +285,8 @@ class _Parser:
 
     def parse_group(self) -> Expr:
         open_pos = self.pos
+        if self.depth >= MAX_GBNF_NESTING:
+            raise self.fail("E108", f"parentheses nest deeper than {MAX_GBNF_NESTING} levels", open_pos)
         self.pos += 1
         self.depth += 1
         self.skip_space(newlines=True)

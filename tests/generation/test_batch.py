@@ -1,0 +1,225 @@
+"""Batched decoding is exact: every row of a batch decodes as it would alone.
+
+* Greedy: over random batches (prompts, constraints, token limits, draft sources, batch caps),
+  each row's tokens are token for token what ``Generator.generate`` gives it alone, on a random
+  tiny Llama over the gpt2 tokenizer and on the bundled demo pair (draft trees in every row).
+* Plain sampling: a seeded row draws what it draws alone (each row has its own generator).
+* The packed cache: every row's logits equal a fresh single-sequence cache's, draft trees,
+  shared prompt prefixes and compaction included, for SDPA and eager attention.
+* Rows leave on cancel; a model that cannot take the batch's masks decodes row by row.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tiny_models import one_thread, tiny_llama, tokenizer
+
+from structspec.generation import Generator, SpecConfig
+from structspec.generation.batch_cache import BatchCache
+from structspec.generation.cache import CachedModel
+from structspec.generation.sequence import Request
+
+__all__ = ["one_thread"]
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 8},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "colors": {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "maxItems": 2},
+    },
+    "required": ["name", "age", "colors"],
+    "additionalProperties": False,
+}
+GBNF = 'root ::= "items: " item (", " item){0,3} "."\nitem ::= [a-z]{1,6} | [0-9]{1,3}'
+PROMPTS = [
+    'Alice is 31 and likes red and blue. {"name":"Alice","age":31,"colors":["red","blue"]} items: red, 31.',
+    "Bob, 7, green.",
+    'items: cat, dog, 12. {"name":"Bob","age":7,"colors":["green"]} Alice is 31 and likes red and blue.',
+    "x",
+]
+SOURCES = [None, ("forced",), ("ngram",), ("forced", "ngram")]
+
+
+@functools.cache
+def _generator() -> Generator:
+    tok = tokenizer("gpt2")
+    return Generator(tiny_llama(len(tok), 1, scale=0.2), tok)
+
+
+def _spec(sources: tuple[str, ...] | None) -> SpecConfig | None:
+    return None if sources is None else SpecConfig(sources=sources)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.sampled_from(PROMPTS), st.sampled_from([SCHEMA, GBNF]), st.integers(1, 40)),
+             min_size=1, max_size=5),
+    st.sampled_from(SOURCES),
+    st.integers(1, 4),
+)
+def test_greedy_rows_are_token_identical_to_decoding_alone(rows, sources, max_batch: int) -> None:
+    gen = _generator()
+    requests = [Request(prompt, constraint, max_new_tokens=limit) for prompt, constraint, limit in rows]
+    batched = gen.generate_batch(requests, speculative=_spec(sources), max_batch=max_batch)
+    for request, result in zip(requests, batched, strict=True):
+        alone = gen.generate(request.prompt, request.constraint, max_new_tokens=request.max_new_tokens,
+                             speculative=_spec(sources))
+        assert result.token_ids == alone.token_ids
+        assert (result.text, result.value, result.stats.stop_reason) == (alone.text, alone.value,
+                                                                          alone.stats.stop_reason)
+        assert result.stats.tokens == len(result.token_ids)
+
+
+def test_seeded_plain_sampling_draws_what_each_row_draws_alone() -> None:
+    gen = _generator()
+    requests = [Request(PROMPTS[i % 3], GBNF, max_new_tokens=30, temperature=t, top_k=k, seed=i)
+                for i, (t, k) in enumerate([(0.7, 0), (1.0, 50), (1.3, 0), (0.0, 0), (1.0, 5)])]
+    batched = gen.generate_batch(requests)
+    for request, result in zip(requests, batched, strict=True):
+        alone = gen.generate(request.prompt, request.constraint, max_new_tokens=30,
+                             temperature=request.temperature, top_k=request.top_k, seed=request.seed)
+        assert result.token_ids == alone.token_ids
+
+
+def test_demo_pair_rows_with_draft_trees_are_token_identical() -> None:
+    from structspec.models import load
+    from structspec.models.prompt import extraction_messages
+
+    model, tok = load("demo")
+    draft, _ = load("demo-draft")
+    gen = Generator(model, tok, draft_model=draft)
+    schema = {"type": "object", "properties": {"title": {"type": "string"}, "date": {"type": "string"},
+              "venue": {"type": "string"}, "free": {"type": "boolean"}},
+              "required": ["title", "date", "venue", "free"], "additionalProperties": False}
+    contact = {"type": "object", "properties": {"name": {"type": "string"}, "email": {"type": "string"}},
+               "required": ["name", "email"], "additionalProperties": False}
+    requests = [
+        Request(extraction_messages("Spring Garden Fair on 2024-05-12 at the Town Hall park. Entry is free.", schema),
+                schema, max_new_tokens=64),
+        Request(extraction_messages("Reach Lily Stone at lily@example.com, Leeds.", contact), contact,
+                max_new_tokens=48),
+        Request(extraction_messages("Jazz night, 2025-01-03, Blue Note. Tickets 20 EUR.", schema), schema,
+                max_new_tokens=8),
+    ]
+    for spec in (SpecConfig(sources=("forced", "ngram")), SpecConfig()):
+        batched = gen.generate_batch(requests, speculative=spec)
+        for request, result in zip(requests, batched, strict=True):
+            alone = gen.generate(request.prompt, request.constraint, max_new_tokens=request.max_new_tokens,
+                                 speculative=spec)
+            assert result.token_ids == alone.token_ids
+    assert sum(result.stats.branches_taken for result in batched) > 0
+    assert batched[0].value is not None and batched[2].stats.stop_reason == "max_new_tokens"
+
+
+def test_a_bad_request_names_its_index_before_any_decoding() -> None:
+    gen = _generator()
+    with pytest.raises(ValueError, match=r"requests\[1\]: .*max_new_tokens"):
+        gen.generate_batch([Request("x", GBNF), Request("x", GBNF, max_new_tokens=0)])
+    with pytest.raises(ValueError, match="max_batch"):
+        gen.generate_batch([Request("x", GBNF)], max_batch=0)
+
+
+def test_a_cancelled_row_leaves_and_the_others_go_on() -> None:
+    gen = _generator()
+    batch = gen.batch()
+    requests = [Request(prompt, SCHEMA, max_new_tokens=40) for prompt in PROMPTS[:3]]
+    rows = [gen.sequence(request) for request in requests]
+    for row in rows:
+        batch.add(row)
+    batch.step()
+    batch.step()
+    batch.cancel(rows[1])
+    assert len(batch) == 2 and rows[1].result is not None and rows[1].result.stats.tokens == 2
+    while len(batch):
+        batch.step()
+    for index in (0, 2):
+        alone = gen.generate(requests[index].prompt, SCHEMA, max_new_tokens=40)
+        assert rows[index].result.token_ids == alone.token_ids
+
+
+def test_a_model_without_batch_masks_decodes_row_by_row() -> None:
+    from transformers import MistralConfig, MistralForCausalLM
+
+    tok = tokenizer("gpt2")
+    config = MistralConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, sliding_window=16)
+    torch.manual_seed(0)
+    gen = Generator(MistralForCausalLM(config).eval(), tok)
+    requests = [Request(prompt, GBNF, max_new_tokens=20) for prompt in PROMPTS[:3]]
+    batch = gen.batch()
+    assert batch.cache is None
+    for request, result in zip(requests, gen.generate_batch(requests), strict=True):
+        assert result.token_ids == gen.generate(request.prompt, GBNF, max_new_tokens=20).token_ids
+
+
+VOCAB = 64
+
+
+@functools.cache
+def _small(attention: str):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         attn_implementation=attention)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).eval()
+
+
+def _alone(model, sequence: list[int], tokens: list[int], parents: list[int]) -> torch.Tensor:
+    cached = CachedModel(model, VOCAB, trees=True)
+    return cached.tree_logits(sequence, tokens, parents)
+
+
+TREES = st.lists(st.integers(-1, 6), min_size=0, max_size=6).map(
+    lambda raw: [min(parent, i - 1) for i, parent in enumerate(raw)]
+)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@settings(max_examples=20, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(1, VOCAB - 1), min_size=1, max_size=12), min_size=1, max_size=4),
+    st.lists(st.tuples(TREES, st.integers(0, 6)), min_size=3, max_size=3),
+    st.data(),
+)
+def test_packed_rows_see_only_their_own_tokens(attention: str, prompts, rounds, data) -> None:
+    """Each round feeds every row its pending token plus a draft tree and keeps a random branch;
+    every row's logits match a fresh single-sequence cache of the same sequence and tree. The
+    second half of each prompt list shares the first one's prefix."""
+    model = _small(attention)
+    prompts = prompts + [prompts[0][: len(prompts[0]) // 2 + 1] + p for p in prompts[1:]]
+    cache = BatchCache(model, VOCAB)
+    cache.slack = 0  # compact as soon as holes outnumber live slots
+    cache.add([p[:-1] for p in prompts])
+    sequences = [list(p) for p in prompts]
+    for parents, drop in rounds:
+        feeds = []
+        for row, sequence in enumerate(sequences):
+            tokens = [(7 * row + 3 * i + 1) % (VOCAB - 1) + 1 for i in range(len(parents))]
+            pending = sequence[len(cache.tokens[row]) :]
+            feeds.append((pending + tokens, list(range(-1, len(pending) - 1))
+                          + [len(pending) - 1 if p < 0 else len(pending) + p for p in parents], len(parents) + 1))
+        got = cache.logits(feeds)
+        for row, (sequence, (fed, _, _)) in enumerate(zip(sequences, feeds, strict=True)):
+            pending = len(fed) - len(parents)
+            expected = _alone(model, sequence, fed[pending:], parents)
+            torch.testing.assert_close(got[row], expected, atol=1e-4, rtol=1e-4)
+            node = data.draw(st.integers(-1, len(parents) - 1))
+            path = []
+            while node >= 0:
+                path.insert(0, node)
+                node = parents[node]
+            cache.keep(row, list(range(pending)) + [pending + n for n in path])
+            sequence += [fed[pending + n] for n in path] + [5]
+        if drop and len(sequences) > 1:
+            gone = drop % len(sequences)
+            cache.retain([r for r in range(len(sequences)) if r != gone])
+            del sequences[gone]
+        cache.tidy()

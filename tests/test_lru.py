@@ -1,0 +1,106 @@
+"""The bounded cache every layer uses: least recently used first out, within entries and bytes."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structspec.lru import MISSING, BoundedCache
+
+operations = st.lists(
+    st.tuples(st.sampled_from(["get", "put", "pop", "grow", "reweigh"]), st.integers(0, 9), st.integers(1, 40)),
+    max_size=80,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=operations, max_entries=st.none() | st.integers(1, 6), max_bytes=st.none() | st.integers(1, 120))
+def test_behaves_like_a_reference_lru(ops, max_entries, max_bytes) -> None:
+    """Against a plain OrderedDict model: same contents in the same order, bytes summed right,
+    and both bounds hold whenever more than one entry is left."""
+    if max_entries is None and max_bytes is None:
+        max_entries = 3
+    sizes: dict[int, int] = {}  # what weigh says now, per value (values are their keys)
+    cache: BoundedCache[int, int] = BoundedCache(max_entries=max_entries, max_bytes=max_bytes,
+                                                 weigh=lambda _key, value: sizes[value])
+    model: OrderedDict[int, int] = OrderedDict()  # key -> size recorded
+
+    def evict() -> None:
+        while len(model) > 1 and ((max_entries is not None and len(model) > max_entries)
+                                  or (max_bytes is not None and sum(model.values()) > max_bytes)):
+            model.popitem(last=False)
+
+    for op, key, size in ops:
+        if op == "get":
+            assert cache.get(key) == (key if key in model else MISSING)
+            if key in model:
+                model.move_to_end(key)
+        elif op == "put":
+            sizes.setdefault(key, size)
+            assert cache.put(key, key) == key
+            if key in model:
+                model.move_to_end(key)
+            else:
+                model[key] = sizes[key]
+                evict()
+        elif op == "pop":
+            assert cache.pop(key) == (key if key in model else None)
+            model.pop(key, None)
+        elif op == "grow":
+            sizes[key] = size  # the value grew (or shrank) in use; seen at the next reweigh
+        else:
+            cache.reweigh()
+            for k in model:
+                model[k] = sizes[k]
+            evict()
+        assert cache.values() == list(model)
+        assert cache.nbytes == sum(model.values())
+        assert len(cache) == len(model)
+
+
+def test_put_keeps_the_first_value_stored_for_a_key() -> None:
+    cache: BoundedCache[str, list[int]] = BoundedCache(max_entries=4)
+    first, second = [1], [1]
+    assert cache.put("k", first) is first
+    assert cache.put("k", second) is first
+    assert cache.get("k") is first
+
+
+def test_none_is_a_value_and_missing_is_not() -> None:
+    cache: BoundedCache[str, None] = BoundedCache(max_entries=2)
+    cache.put("k", None)
+    assert cache.get("k") is None
+    assert cache.get("other") is MISSING
+    assert cache.get("other", 7) == 7
+    assert cache.stats() == {"size": 1, "bytes": 64, "hits": 1, "misses": 2, "evictions": 0}
+
+
+def test_bounds_are_checked() -> None:
+    with pytest.raises(ValueError, match="max_entries or max_bytes"):
+        BoundedCache()
+    with pytest.raises(ValueError, match="max_bytes must be at least 1"):
+        BoundedCache(max_bytes=0)
+
+
+def test_threads_keep_the_byte_count_exact() -> None:
+    cache: BoundedCache[int, int] = BoundedCache(max_entries=50, max_bytes=2_000, weigh=lambda _k, v: v % 97 + 1)
+
+    def hammer(seed: int) -> None:
+        for i in range(3_000):
+            key = (i * 7919 + seed) % 211
+            if cache.get(key) is MISSING:
+                cache.put(key, key)
+            if i % 500 == 0:
+                cache.reweigh()
+
+    threads = [threading.Thread(target=hammer, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert cache.nbytes == sum(v % 97 + 1 for v in cache.values())
+    assert len(cache) <= 50 and cache.nbytes <= 2_000

@@ -1,0 +1,144 @@
+"""What the fuzzer runs in its worker process: each target takes one case and returns an outcome
+label, or raises.
+
+Documented errors (a :class:`~structspec.errors.GrammarError`, :class:`~structspec.errors.SchemaError`
+or :class:`~structspec.regex.RegexError`) are outcomes, not failures; any other exception is a
+traceback. A target also checks what it can cheaply: a grammar prints back to an equivalent one,
+a converted schema's grammar only produces valid JSON, a regex grammar accepts nothing Python's
+``re`` rejects.
+Disagreements raise :class:`Inconsistent`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any
+
+import jsonschema
+
+from structspec import Grammar, GrammarError, SchemaError, Vocabulary
+from structspec import compile as compile_grammar
+from structspec.errors import SchemaRelaxedWarning
+from structspec.grammar.lint import lint_source
+from structspec.jsonschema import schema_to_gbnf
+from structspec.regex import RegexError, regex_to_gbnf
+
+CLOSERS = frozenset(b'"]}')
+_TOKENS = [bytes([b]) for b in range(256)] + [b"ab", b"xyz", b'{"', b'":', b"true", "日本".encode(), b"\\u00", None]
+VOCABULARY = Vocabulary.from_token_bytes(_TOKENS, [len(_TOKENS) - 1])
+
+
+class Inconsistent(AssertionError):
+    """Two parts of structspec disagree about the same input."""
+
+
+def gbnf(text: str, probe: bytes | str) -> str:
+    """Lint, compile, print back, match and mask one GBNF text."""
+    lint_source(text)
+    try:
+        grammar = Grammar.from_gbnf(text)
+    except GrammarError as exc:
+        return f"refused {exc.code}"
+    try:
+        again = Grammar.from_gbnf(grammar.to_gbnf())
+    except GrammarError as exc:
+        raise Inconsistent(f"the printed grammar does not parse: {exc}") from None
+    try:
+        if grammar.matches(probe) != again.matches(probe):
+            raise Inconsistent(f"the printed grammar disagrees on {probe!r}")
+        _walk(grammar, random.Random(len(text)), 64)
+        _tokens(grammar, random.Random(len(text)), 16)
+    except GrammarError as exc:  # E110: too ambiguous to follow
+        return f"stopped {exc.code}"
+    return "accepted"
+
+
+def schema(value: Any, strict: bool, whitespace: str, order: str, walks: int) -> str:
+    """Convert one schema (or schema text), compile it, and check what its grammar produces."""
+    try:
+        text = schema_to_gbnf(value, strict=strict, whitespace=whitespace, property_order=order)
+    except SchemaError as exc:
+        return f"refused {exc.code}"
+    try:
+        grammar = Grammar.from_gbnf(text)
+    except GrammarError as exc:
+        if exc.code in ("E108", "E110"):
+            return f"too large {exc.code}"
+        raise Inconsistent(f"the converter wrote GBNF that does not compile: {exc}") from None
+    if not strict or isinstance(value, str):
+        return "converted"
+    cls = jsonschema.validators.validator_for(value, default=jsonschema.Draft202012Validator)
+    validator = cls(value, format_checker=cls.FORMAT_CHECKER)
+    rng = random.Random(walks)
+    for _ in range(walks):
+        try:
+            produced = _walk(grammar, rng, 200)
+        except GrammarError:
+            return "converted"
+        if produced is None:
+            continue
+        document = json.loads(produced.decode("utf-8"))
+        if not validator.is_valid(document):
+            raise Inconsistent(f"the grammar produced {produced!r}, which the schema rejects")
+    return "converted"
+
+
+def regex(pattern: str, probes: list[str]) -> str:
+    """Convert one pattern and check that every string its grammar accepts fully matches under
+    Python's ``re``. (Not the converse: where ECMAScript and Python read a class differently,
+    ``\\w`` or ``\\s`` on non-ASCII text, the grammar takes the strings both accept.)"""
+    try:
+        text = regex_to_gbnf(pattern)
+    except RegexError:
+        return "refused"
+    try:
+        grammar = Grammar.from_gbnf(text)
+    except GrammarError as exc:
+        if exc.code in ("E108", "E110"):
+            return f"too large {exc.code}"
+        raise Inconsistent(f"the regex converter wrote GBNF that does not compile: {exc}") from None
+    compiled = re.compile(pattern)
+    for probe in probes:
+        if grammar.matches(probe) and compiled.fullmatch(probe) is None:
+            raise Inconsistent(f"the grammar accepts {probe!r}, which re does not fully match")
+    return "converted"
+
+
+def _walk(grammar: Grammar, rng: random.Random, limit: int) -> bytes | None:
+    """A text of ``grammar`` chosen byte by byte (closing bytes preferred, so JSON ends)."""
+    state = grammar.initial_state()
+    out = bytearray()
+    while len(out) < limit:
+        allowed = sorted(state.allowed_bytes())
+        if state.is_accepting() and (not allowed or rng.random() < 0.2):
+            return bytes(out)
+        if not allowed:
+            raise Inconsistent(f"a dead end after {bytes(out)!r}: no byte allowed and not accepting")
+        closing = [b for b in allowed if b in CLOSERS]
+        byte = rng.choice(closing if closing and rng.random() < 0.5 else allowed)
+        following = state.advance_byte(byte)
+        if following is None:
+            raise Inconsistent(f"byte {byte} was allowed after {bytes(out)!r} but not accepted")
+        out.append(byte)
+        state = following
+        state.forced_bytes()
+    return None
+
+
+def _tokens(grammar: Grammar, rng: random.Random, steps: int) -> None:
+    """Follow allowed tokens of a small vocabulary, checking the masks against acceptance."""
+    matcher = compile_grammar(grammar, VOCABULARY).matcher()
+    for _ in range(steps):
+        allowed = [t for t in range(VOCABULARY.size) if matcher.allows(t)]
+        if not allowed:
+            return
+        token = rng.choice(allowed)
+        if not matcher.accept_token(token):
+            raise Inconsistent(f"token {token} was allowed but not accepted")
+        matcher.tokens_to_finish()
+
+
+TARGETS = {"gbnf": gbnf, "schema": schema, "regex": regex}
+EXPECTED_WARNINGS = (SchemaRelaxedWarning,)
