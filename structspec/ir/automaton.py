@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -85,30 +85,17 @@ def _too_many_nfa_states() -> TooComplexError:
 
 
 class _PatternNFA(NFA[CharSet]):
-    """A regex's NFA: anchors are epsilon edges taken only at the start (``^``) or the end
-    (``$``) of the text."""
+    """A regex's NFA: anchors are epsilon edges guarded by ``^`` (at the start of the text) or
+    ``$`` (at its end)."""
 
     def __init__(self) -> None:
-        super().__init__(_CODE_POINTS, MAX_STATES * 8, _too_many_nfa_states)
-        self.anchors: dict[int, list[tuple[bool, int]]] = {}
+        super().__init__(_CODE_POINTS, MAX_STATES * 8 + 1, _too_many_nfa_states)  # + 1: the start marker
 
     def leaf(self, expr: Expr, start: int, end: int) -> None:
         if isinstance(expr, Anchor):
-            self.anchors.setdefault(start, []).append((expr.start, end))
+            self.guarded_epsilon(start, "^" if expr.start else "$", end)
         else:
             super().leaf(expr, start, end)
-
-    def closure(self, states: Collection[int], at_start: bool = False, at_end: bool = False) -> frozenset[int]:
-        seen = set(states)
-        todo = list(states)
-        while todo:
-            q = todo.pop()
-            targets = self.eps[q] + [t for is_start, t in self.anchors.get(q, ()) if (at_start if is_start else at_end)]
-            for t in targets:
-                if t not in seen:
-                    seen.add(t)
-                    todo.append(t)
-        return frozenset(seen)
 
 
 def dfa_from_regex(expr: Expr | None, *, search: bool) -> DFA:
@@ -130,12 +117,12 @@ def dfa_from_regex(expr: Expr | None, *, search: bool) -> DFA:
     at_start = nfa.state()
 
     def accepting(states: frozenset[int]) -> bool:
-        return final in nfa.closure(states, at_start in states, True)
+        return final in nfa.closure(states, ("^", "$") if at_start in states else ("$",))
 
     def too_large() -> TooComplexError:
         return TooComplexError("pattern needs too many automaton states")
 
-    found = determinize(nfa, nfa.closure([start], True) | {at_start}, accepting, MAX_STATES, too_large)
+    found = determinize(nfa, nfa.closure([start], ("^",)) | {at_start}, accepting, MAX_STATES, too_large)
     return minimize(DFA(tuple(map(tuple, found.edges)), tuple(found.accept)))
 
 

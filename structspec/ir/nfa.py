@@ -42,7 +42,7 @@ class NFA(Generic[Label]):
 
     ``build`` handles characters, concatenation, alternation and repetition; any other leaf
     goes to :meth:`leaf`, which a user overrides (rule calls and token references become
-    symbol edges, regex anchors conditional epsilon edges).
+    symbol edges, regex anchors guarded epsilon edges).
     """
 
     def __init__(self, alphabet: Alphabet[Label], limit: int, too_large: Callable[[], Exception]) -> None:
@@ -52,6 +52,7 @@ class NFA(Generic[Label]):
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[Label, int]]] = []
         self.symbols: dict[int, list[tuple[Hashable, int]]] = {}  # state -> (symbol, target)
+        self.guarded: dict[int, list[tuple[Hashable, int]]] = {}  # state -> (guard, target)
 
     def state(self) -> int:
         """A new state; past ``limit`` states, raises ``too_large()``."""
@@ -64,6 +65,10 @@ class NFA(Generic[Label]):
     def symbol(self, start: int, symbol: Hashable, end: int) -> None:
         """An edge taken by ``symbol`` rather than by a character."""
         self.symbols.setdefault(start, []).append((symbol, end))
+
+    def guarded_epsilon(self, start: int, guard: Hashable, end: int) -> None:
+        """An epsilon edge that :meth:`closure` follows only where ``guard`` holds."""
+        self.guarded.setdefault(start, []).append((guard, end))
 
     def build(self, expr: Expr, start: int, end: int) -> None:
         """Add states and edges so that ``expr`` leads from ``start`` to ``end``."""
@@ -128,13 +133,18 @@ class NFA(Generic[Label]):
             current = following
         self.eps[current].append(end)
 
-    def closure(self, states: Collection[int]) -> frozenset[int]:
-        """``states`` and every state their epsilon edges reach."""
-        eps = self.eps
+    def closure(self, states: Collection[int], guards: Collection[Hashable] = ()) -> frozenset[int]:
+        """``states`` and every state their epsilon edges reach, following the guarded ones
+        whose guard is in ``guards``."""
+        eps, guarded = self.eps, self.guarded
         seen = set(states)
         todo = list(states)
         while todo:
-            for target in eps[todo.pop()]:
+            q = todo.pop()
+            targets = eps[q]
+            if guarded and q in guarded:
+                targets = targets + [target for guard, target in guarded[q] if guard in guards]
+            for target in targets:
                 if target not in seen:
                     seen.add(target)
                     todo.append(target)
@@ -158,7 +168,7 @@ def determinize(
     too_large: Callable[[], Exception],
 ) -> Determinized[Label]:
     """The subset construction from the state set ``initial``; the sets reached are closed
-    with ``nfa.closure``. Past ``limit`` states, raises ``too_large()``."""
+    with ``nfa.closure`` (no guard holds). Past ``limit`` states, raises ``too_large()``."""
     closure = nfa.closure
     split = nfa.alphabet.split
     result: Determinized[Label] = Determinized([], [], [])
