@@ -240,34 +240,34 @@ def opt(item: MaybeExpr) -> MaybeExpr:
 
 def map_chars(expr: MaybeExpr, encode: Callable[[CharSet], MaybeExpr]) -> MaybeExpr:
     """Replace every character (literal or class) by ``encode(charset)``."""
-    if expr is None:
-        return None
-    if isinstance(expr, Lit):
-        return seq(*(encode(CharSet.chars(c)) for c in expr.text))
-    if isinstance(expr, Chars):
-        return encode(expr.charset)
-    if isinstance(expr, Seq):
-        return seq(*(map_chars(item, encode) for item in expr.items))
-    if isinstance(expr, Alt):
-        return alt(*(map_chars(item, encode) for item in expr.items))
-    if isinstance(expr, Rep):
-        return rep(map_chars(expr.item, encode), expr.low, expr.high)
-    return expr
+
+    def leaf(node: Expr) -> MaybeExpr:
+        if isinstance(node, Lit):
+            return seq(*(encode(CharSet.chars(c)) for c in node.text))
+        if isinstance(node, Chars):
+            return encode(node.charset)
+        return node
+
+    return _rebuild(expr, leaf)
 
 
 def substitute(expr: MaybeExpr, replace: Callable[[Ref], MaybeExpr]) -> MaybeExpr:
     """Rebuild ``expr`` with every rule reference replaced by ``replace(ref)``."""
-    if expr is None or isinstance(expr, (Lit, Chars)):
-        return expr
-    if isinstance(expr, Ref):
-        return replace(expr)
+    return _rebuild(expr, lambda node: replace(node) if isinstance(node, Ref) else node)
+
+
+def _rebuild(expr: MaybeExpr, leaf: Callable[[Expr], MaybeExpr]) -> MaybeExpr:
+    """``expr`` with its sequences, alternations and repetitions rebuilt (simplifying) around
+    ``leaf(node)`` for every other node."""
+    if expr is None:
+        return None
     if isinstance(expr, Seq):
-        return seq(*(substitute(item, replace) for item in expr.items))
+        return seq(*(_rebuild(item, leaf) for item in expr.items))
     if isinstance(expr, Alt):
-        return alt(*(substitute(item, replace) for item in expr.items))
+        return alt(*(_rebuild(item, leaf) for item in expr.items))
     if isinstance(expr, Rep):
-        return rep(substitute(expr.item, replace), expr.low, expr.high)
-    return expr
+        return rep(_rebuild(expr.item, leaf), expr.low, expr.high)
+    return leaf(expr)
 
 
 def references(expr: MaybeExpr) -> set[str]:
@@ -283,6 +283,30 @@ def references(expr: MaybeExpr) -> set[str]:
         elif isinstance(node, Rep):
             pending.append(node.item)
     return found
+
+
+def derives(expr: Expr, rules: set[str], leaf: Callable[[Expr], bool]) -> bool:
+    """Whether ``expr`` derives a string of some kind, given the ``rules`` that do and what
+    ``leaf`` says of every node that is not a reference or a combination of others."""
+    if isinstance(expr, Ref):
+        return expr.name in rules
+    if isinstance(expr, Seq):
+        return all(derives(item, rules, leaf) for item in expr.items)
+    if isinstance(expr, Alt):
+        return any(derives(item, rules, leaf) for item in expr.items)
+    if isinstance(expr, Rep):
+        return expr.low == 0 or derives(expr.item, rules, leaf)
+    return leaf(expr)
+
+
+def productive(expr: Expr, rules: set[str]) -> bool:
+    """Whether ``expr`` derives at least one string (has a finite derivation), given the
+    ``rules`` that do."""
+    return derives(expr, rules, _has_string)
+
+
+def _has_string(leaf: Expr) -> bool:
+    return bool(leaf.code_points()) if isinstance(leaf, CharClass) else True
 
 
 def length_range(expr: Expr) -> tuple[int, int | None]:

@@ -12,15 +12,13 @@ from collections.abc import Callable
 
 from structspec.budget import check
 from structspec.ir.expr import (
-    Alt,
     Chars,
     Expr,
     Lit,
     MaybeExpr,
     Ref,
-    Rep,
-    Seq,
     alt,
+    productive,
     references,
     rep,
     seq,
@@ -120,7 +118,7 @@ class GrammarBuilder:
             check()
             name = pending.pop()
             expr = self.rules[name]
-            if name not in alive and expr is not None and _derives(expr, alive):
+            if name not in alive and expr is not None and productive(expr, alive):
                 alive.add(name)
                 pending += [user for user in users.get(name, ()) if user not in alive]
 
@@ -135,20 +133,6 @@ class GrammarBuilder:
                 if expr is not None:
                     out[name] = expr
         return out
-
-
-def _derives(expr: Expr, alive: set[str]) -> bool:
-    if isinstance(expr, Ref):
-        return expr.name in alive
-    if isinstance(expr, (Lit, Chars)):
-        return True
-    if isinstance(expr, Rep):
-        return expr.low == 0 or _derives(expr.item, alive)
-    if isinstance(expr, Seq):
-        return all(_derives(i, alive) for i in expr.items)
-    if isinstance(expr, Alt):
-        return any(_derives(i, alive) for i in expr.items)
-    return False
 
 
 def _simple(expr: Expr) -> bool:

@@ -9,7 +9,7 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 
 from structspec.grammar.gbnf.diagnostics import Diagnostic
-from structspec.ir.expr import Alt, CharClass, Expr, Lit, Ref, Rep, Rule, Seq, walk
+from structspec.ir.expr import Alt, Expr, Lit, Ref, Rep, Rule, Seq, derives, productive, walk
 
 
 def rule_table(rules: Iterable[Rule]) -> tuple[dict[str, Rule], list[Diagnostic]]:
@@ -94,17 +94,11 @@ def _least_fixpoint(table: Mapping[str, Rule], holds: Callable[[Expr, set[str]],
 
 def is_nullable(node: Expr, nullable: set[str]) -> bool:
     """Whether an expression can match the empty string, given the nullable rules."""
-    if isinstance(node, Lit):
-        return node.text == ""
-    if isinstance(node, Ref):
-        return node.name in nullable
-    if isinstance(node, Seq):
-        return all(is_nullable(item, nullable) for item in node.items)
-    if isinstance(node, Alt):
-        return any(is_nullable(alt, nullable) for alt in node.items)
-    if isinstance(node, Rep):
-        return node.low == 0 or is_nullable(node.item, nullable)
-    return False  # characters, classes, tokens
+    return derives(node, nullable, _empty)
+
+
+def _empty(leaf: Expr) -> bool:
+    return isinstance(leaf, Lit) and leaf.text == ""  # characters, classes, tokens: never
 
 
 def left_references(node: Expr, nullable: set[str]) -> list[Ref]:
@@ -217,31 +211,17 @@ def _first_item_refs(node: Expr) -> set[str]:
 
 def productive_rules(table: Mapping[str, Rule]) -> set[str]:
     """Rules with at least one finite derivation (least fixpoint)."""
-    return _least_fixpoint(table, is_productive)
-
-
-def is_productive(node: Expr, productive: set[str]) -> bool:
-    if isinstance(node, Ref):
-        return node.name in productive
-    if isinstance(node, Seq):
-        return all(is_productive(item, productive) for item in node.items)
-    if isinstance(node, Alt):
-        return any(is_productive(alt, productive) for alt in node.items)
-    if isinstance(node, Rep):
-        return node.low == 0 or is_productive(node.item, productive)
-    if isinstance(node, CharClass):
-        return bool(node.code_points())
-    return True
+    return _least_fixpoint(table, productive)
 
 
 def productivity_problems(table: Mapping[str, Rule], names: Iterable[str]) -> list[Diagnostic]:
     """E107 for each of ``names`` that can never finish, naming the rules that keep it going."""
-    productive = productive_rules(table)
+    finishing = productive_rules(table)
     problems = []
     for name in names:
-        if name in table and name not in productive:
+        if name in table and name not in finishing:
             stuck = sorted({n.name for n in walk(table[name].body)
-                            if isinstance(n, Ref) and n.name not in productive})
+                            if isinstance(n, Ref) and n.name not in finishing})
             via = f" (it always needs {', '.join(map(repr, stuck))})" if stuck else ""
             problems.append(Diagnostic(
                 "E107", f"rule {name!r} can never finish: it has no finite derivation{via}",
