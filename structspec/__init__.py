@@ -3,6 +3,8 @@
 from structspec.errors import GrammarError, SchemaError, StructspecError
 from structspec.grammar import Grammar
 from structspec.grammar.parse_state import ParseState, StackLimitError
+from structspec.grammar.tag_reading import TaggedText
+from structspec.grammar.tags import StructuralTag, Tag
 from structspec.masks.compiled import CompiledGrammar, compile
 from structspec.tokens.vocabulary import Vocabulary
 
@@ -21,6 +23,9 @@ __all__ = [
     "SpecConfig",
     "StackLimitError",
     "StructspecError",
+    "StructuralTag",
+    "Tag",
+    "TaggedText",
     "Vocabulary",
     "compile",
     "generate",

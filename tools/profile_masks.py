@@ -4,12 +4,10 @@
 
 The same replay as `tools/bench_masks.py` (stratified MaskBench sample, valid instances,
 compact JSON, Llama-3 tokenizer, structspec only, one process): before each token the mask is
-computed and timed. Each mask is classified by the work it took: a whole-state cache hit, a
-state whose automaton states were all visited before (an OR of cached local masks plus the
-context-dependent tokens run below), or the first visit of some automaton state (a sweep of the
-token trie). The slowest masks are listed with the text before them and, for each automaton
-state visited first, the rule it belongs to and the milliseconds its sweep took: the profile
-that shows what bounds the tail (docs/masks.md). ``--no-gc`` turns Python's cyclic garbage
+computed and timed. Each mask is classified by the work it took: a whole-state cache hit, or a
+sweep of the token trie by the native core, counted in trie nodes expanded and run states
+created (new transition rows). The slowest masks are listed with the text before them and
+those counts: the profile that shows what bounds the tail (docs/masks.md). ``--no-gc`` turns Python's cyclic garbage
 collector off for the replay: a collection (hundreds of milliseconds once torch and transformers
 are loaded) lands in whichever call is running, so it sets the slowest masks of a run.
 """
@@ -21,7 +19,7 @@ import gc
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -39,74 +37,51 @@ from structspec.tokens.vocabulary import Vocabulary
 
 @dataclass
 class MaskCall:
-    """One timed mask and the first visits of automaton states it paid for."""
+    """One timed mask and the native work it took."""
 
     seconds: float
     schema: str
     before: str
-    first_visits: list[tuple[str, float]] = field(default_factory=list)  # (rule, seconds)
-    cached: bool = False
+    cached: bool
+    expanded: int = 0  # trie nodes expanded by the sweep
+    created: int = 0  # run states created (determinized on the way)
 
     @property
     def kind(self) -> str:
-        if self.first_visits:
-            return "first visit of an automaton state"
-        return "whole-state cache hit" if self.cached else "new state, local masks cached"
-
-
-class Recorder:
-    """Times ``CompiledGrammar.local_mask`` misses while a mask is computed."""
-
-    def __init__(self) -> None:
-        self.visits: list[tuple[str, float]] = []
-        self._compute_local = CompiledGrammar._compute_local
-
-    def __enter__(self) -> Recorder:
-        recorder, original = self, self._compute_local
-
-        def timed(compiled: CompiledGrammar, q: int) -> object:
-            start = time.perf_counter()
-            local = original(compiled, q)
-            rules = compiled.rules
-            recorder.visits.append((rules.rule_names[rules.rule_of[q]], time.perf_counter() - start))
-            return local
-
-        CompiledGrammar._compute_local = timed  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        CompiledGrammar._compute_local = self._compute_local  # type: ignore[method-assign]
+        if self.cached:
+            return "whole-state cache hit"
+        return "sweep, new run states" if self.created else "sweep over known run states"
 
 
 def replay(paths: list[Path], vocabulary: Vocabulary, tokenizer: object, max_tokens: int) -> list[MaskCall]:
     """Every mask of every valid instance of the schemas that compile, in order."""
     calls: list[MaskCall] = []
-    with Recorder() as recorder:
-        for path in paths:
-            case = load_case(path)
-            try:
-                compiled = structspec.compile(Grammar.from_gbnf(schema_to_gbnf(case.schema)), vocabulary)
-            except SchemaError:
-                continue
-            for instance in case.instances:
-                if instance.valid:
-                    calls += _replay_text(compiled, case.name, compact_json(instance.data), tokenizer, max_tokens,
-                                          recorder)
+    for path in paths:
+        case = load_case(path)
+        try:
+            compiled = structspec.compile(Grammar.from_gbnf(schema_to_gbnf(case.schema)), vocabulary)
+        except SchemaError:
+            continue
+        for instance in case.instances:
+            if instance.valid:
+                calls += _replay_text(compiled, case.name, compact_json(instance.data), tokenizer, max_tokens)
     return calls
 
 
-def _replay_text(compiled: CompiledGrammar, name: str, text: str, tokenizer: object, max_tokens: int,
-                 recorder: Recorder) -> list[MaskCall]:
+def _replay_text(compiled: CompiledGrammar, name: str, text: str, tokenizer: object, max_tokens: int) -> list[MaskCall]:
     calls = []
     matcher = compiled.matcher()
+    native = compiled._runner._native
     done = b""
     for token in tokenizer.encode(text, add_special_tokens=False)[:max_tokens]:  # type: ignore[attr-defined]
         cached = compiled.known_mask_words(matcher.state) is not None
-        recorder.visits = []
+        expanded, runs = native.expanded, native.n_run_states
         start = time.perf_counter()
         matcher.mask_words()
         seconds = time.perf_counter() - start
-        calls.append(MaskCall(seconds, name, done[-40:].decode("utf-8", "replace"), recorder.visits, cached))
+        created = max(native.n_run_states - runs, 0)  # (a cleared table restarts the count)
+        calls.append(MaskCall(seconds, name, done[-40:].decode("utf-8", "replace"), cached,
+                              native.expanded - expanded, created))
         if not matcher.accept_token(token):
             break
         done += compiled.vocabulary.token_bytes[token] or b""
@@ -125,10 +100,10 @@ def report(calls: list[MaskCall], top: int) -> str:
     for kind, seconds in sorted(kinds.items(), key=lambda item: -sum(item[1])):
         lines.append(f"  {kind:<36} {len(seconds) / len(calls):6.1%} of masks, p50 "
                      f"{statistics.median(seconds) * 1e3:8.3f} ms, total {sum(seconds):6.2f} s")
-    lines.append(f"slowest {top}: ms, schema, text before, first visits (rule ms)")
+    lines.append(f"slowest {top}: ms, schema, text before, trie nodes expanded, run states created")
     for call in sorted(calls, key=lambda c: -c.seconds)[:top]:
-        visits = " ".join(f"{rule} {seconds * 1e3:.1f}" for rule, seconds in call.first_visits if seconds > 1e-4)
-        lines.append(f"  {call.seconds * 1e3:7.1f}  {call.schema[:30]:<30} {call.before[-30:]!r:<34} {visits}")
+        lines.append(f"  {call.seconds * 1e3:7.2f}  {call.schema[:30]:<30} {call.before[-30:]!r:<34} "
+                     f"{call.expanded:>7} {call.created:>6}")
     return "\n".join(lines)
 
 

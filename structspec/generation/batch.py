@@ -14,6 +14,9 @@ at any step and leave when done. A step:
    by different numbers of tokens;
 5. finished rows leave; the cache is compacted when its holes outnumber its live entries.
 
+The masks step 4 reads (each row's, at its committed text and along its draft's main line) are
+computed in a worker thread during step 3's forward (:mod:`structspec.generation.prefetch`).
+
 Each row runs the same :class:`~structspec.generation.loop.Decoding` as a sequence decoded
 alone, so a greedy row's tokens are the ones :meth:`Generator.generate` gives it. A model whose
 attention cannot take the per-row masks (see
@@ -30,6 +33,7 @@ from structspec.generation.adaptive import ForwardCost
 from structspec.generation.batch_cache import BatchCache, Feed
 from structspec.generation.cache import CachedModel
 from structspec.generation.chain import Draft
+from structspec.generation.prefetch import MaskPrefetch
 from structspec.generation.sequence import Sequence
 from structspec.tokens.vocabulary import Vocabulary
 
@@ -48,6 +52,7 @@ class Batch:
         self.rows: list[Sequence] = []  # in the cache's row order
         self._joining: list[Sequence] = []
         self._alone: list[CachedModel] = []  # per row, without a batch cache
+        self._prefetch = MaskPrefetch()
 
     def __len__(self) -> int:
         """Rows decoding or about to join."""
@@ -83,14 +88,18 @@ class Batch:
         drafts = [row.decoding.draft() for row in self.rows]
         feeds = [self._feed(index, draft) for index, draft in enumerate(drafts)]
         lengths = [len(row.decoding.sequence) for row in self.rows]
+        self._prefetch.start((row.decoding.matcher, draft.main) for row, draft in zip(self.rows, drafts, strict=True))
         start = time.perf_counter()
         logits = self._forward(feeds, drafts)
         seconds = time.perf_counter() - start
+        self._prefetch.wait()
+        waited = time.perf_counter() - start - seconds
         fed = sum(len(tokens) for tokens, _, _ in feeds)
         self.forward.add(fed / len(self.rows), seconds / len(self.rows))  # per row: one row's share
         done = []
         for index, (row, draft, feed, rows) in enumerate(zip(self.rows, drafts, feeds, logits, strict=True)):
             row.decoding.stats.seconds["target"] += seconds
+            row.decoding.stats.seconds["mask"] += waited
             path, committed = row.decoding.commit(rows, draft)
             if self.cache is not None:
                 pending = len(feed[0]) - len(draft.tokens)

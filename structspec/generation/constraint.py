@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from types import SimpleNamespace, UnionType
 from typing import Any
 
 from structspec.grammar import Grammar
-from structspec.jsonschema.pydantic_models import closed_schema
+from structspec.grammar.tags import StructuralTag
+from structspec.jsonschema.pydantic_models import adapter_reader, closed_schema, type_adapter
 
 
 @dataclass(frozen=True)
 class Constraint:
-    """A grammar plus how to read the finished text: ``kind`` is ``"grammar"``, ``"json"`` or
-    ``"pydantic"`` (then ``adapter`` is the pydantic ``TypeAdapter`` of ``python_type``)."""
+    """A grammar plus how to read the finished text: ``kind`` is ``"grammar"``, ``"json"``,
+    ``"pydantic"`` (then ``adapter`` is the pydantic ``TypeAdapter`` of ``python_type``) or
+    ``"tags"`` (a :class:`~structspec.grammar.tags.StructuralTag`, in ``python_type``)."""
 
     grammar: Grammar
     kind: str
@@ -22,60 +23,39 @@ class Constraint:
     adapter: Any = None
 
     def value(self, text: str) -> Any:
-        """The parsed JSON, the validated Pydantic value, or ``None`` for plain grammars.
+        """The parsed JSON, the validated Pydantic value, the
+        :class:`~structspec.grammar.tag_reading.TaggedText` of a structural tag, or ``None`` for plain
+        grammars.
 
         Raises :class:`~structspec.jsonschema.pydantic_models.InstanceValidationError` (pydantic's error
         list in ``.errors``) when the text does not validate."""
         if self.kind == "json":
             return json.loads(text)
         if self.kind == "pydantic":
-            import pydantic
-
-            from structspec.jsonschema.pydantic_models import InstanceValidationError
-
-            try:
-                return self.adapter.validate_json(text)
-            except pydantic.ValidationError as exc:
-                raise InstanceValidationError(_named(self.python_type), exc.errors(include_url=False)) from None
+            return adapter_reader(self.python_type, self.adapter)(text)
+        if self.kind == "tags":
+            return self.python_type.parse(text)
         return None
 
-
 def to_constraint(constraint: Any) -> Constraint:
-    """Accept a :class:`Grammar`, GBNF text, a JSON Schema dict, or a Pydantic model class
-    (or any type pydantic can validate, such as ``list[Model]`` or a discriminated union)."""
+    """Accept a :class:`Grammar`, GBNF text, a JSON Schema dict, a Pydantic model class (or any
+    type pydantic can validate, such as ``list[Model]`` or a discriminated union), or a
+    :class:`~structspec.grammar.tags.StructuralTag`."""
     if isinstance(constraint, Constraint):
         return constraint
     if isinstance(constraint, Grammar):
         return Constraint(constraint, "grammar")
+    if isinstance(constraint, StructuralTag):
+        return Constraint(constraint.grammar, "tags", constraint)
     if isinstance(constraint, str):
         return Constraint(Grammar.from_gbnf(constraint), "grammar")
     if isinstance(constraint, dict):
         return Constraint(Grammar.from_json_schema(constraint), "json")
-    adapter = _type_adapter(constraint)
+    adapter = type_adapter(constraint)
     if adapter is None:
         raise TypeError(
-            "constraint must be a structspec.Grammar, GBNF text, a JSON Schema dict or a Pydantic "
-            f"model class, got {constraint!r}"
+            "constraint must be a structspec.Grammar, GBNF text, a JSON Schema dict, a Pydantic model class "
+            f"or a structspec.StructuralTag, got {constraint!r}"
         )
     schema = closed_schema(adapter.json_schema(mode="validation"))
     return Constraint(Grammar.from_json_schema(schema), "pydantic", constraint, adapter)
-
-
-def _type_adapter(python_type: Any) -> Any:
-    if not (isinstance(python_type, (type, UnionType)) or hasattr(python_type, "__origin__")):
-        return None
-    try:
-        import pydantic
-    except ImportError:
-        return None
-    try:
-        return pydantic.TypeAdapter(python_type)
-    except pydantic.PydanticSchemaGenerationError:
-        return None
-
-
-def _named(python_type: Any) -> Any:
-    """What InstanceValidationError needs of a model: something with a ``__name__``."""
-    if hasattr(python_type, "__name__"):
-        return python_type
-    return SimpleNamespace(__name__=repr(python_type))

@@ -104,10 +104,11 @@ class Generator:
         seed: int | None = None,
         speculative: SpecConfig | None = None,
         stream: bool = False,
+        tools: list[dict[str, Any]] | None = None,
     ) -> Result | Stream:
         """Generate a continuation of ``prompt`` (text, or chat messages) that follows
-        ``constraint`` (a Grammar, GBNF text, a JSON Schema dict, a Pydantic model class, or a
-        grammar compiled for this vocabulary).
+        ``constraint`` (a Grammar, GBNF text, a JSON Schema dict, a Pydantic model class, a
+        :class:`~structspec.StructuralTag`, or a grammar compiled for this vocabulary).
 
         The sampling options are checked as a :class:`~structspec.generation.sampling.Sampling`
         (:class:`~structspec.generation.sampling.OptionError` names a bad one), and the prompt
@@ -115,9 +116,12 @@ class Generator:
         (:class:`~structspec.generation.prompt.ContextLengthError` otherwise), before anything
         is decoded. ``speculative=None`` decodes one token per target forward; a
         :class:`SpecConfig` drafts and verifies (same output distribution; token-identical when
-        greedy). Returns a :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
+        greedy). ``tools`` (OpenAI-style function definitions) are shown to the model through
+        the chat template (see :func:`~structspec.generation.prompt.prompt_ids`); constrain the
+        calls with :func:`~structspec.generation.tool_calls.tool_call_tag`. Returns a
+        :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
         """
-        request = Request(prompt, constraint, max_new_tokens, temperature, top_p, top_k, seed)
+        request = Request(prompt, constraint, max_new_tokens, temperature, top_p, top_k, seed, tools)
         target = CachedModel(self.model, self.vocabulary.size, trees=self._tree_attention)
         run = _Run(self, self.sequence(request, speculative), target)
         if stream:
@@ -172,7 +176,7 @@ class Generator:
         (:class:`~structspec.generation.prompt.ContextLengthError`), its constraint compiled."""
         sampling = Sampling(temperature=request.temperature, top_k=request.top_k, top_p=request.top_p,
                             seed=request.seed, max_new_tokens=request.max_new_tokens)
-        ids = prompt_ids(self.tokenizer, request.prompt)
+        ids = prompt_ids(self.tokenizer, request.prompt, request.tools)
         check_context(len(ids), sampling.max_new_tokens, {"model": self.model, "draft model": self.draft_model})
         parsed, compiled = self.compile(request.constraint)
         rng = sampling.rng()

@@ -3,7 +3,8 @@
 
 :class:`Decoding` is one sequence's side of the round; whoever runs the target forward sits
 between :meth:`Decoding.draft` and :meth:`Decoding.commit` -- :func:`decode` for one sequence,
-:class:`~structspec.generation.batch.Batch` for many in one forward.
+:class:`~structspec.generation.batch.Batch` for many in one forward. Both compute the masks a
+round will read during its forward (:mod:`structspec.generation.prefetch`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 
 from structspec.generation.cache import CachedModel
 from structspec.generation.chain import Draft, DraftChain
+from structspec.generation.prefetch import MaskPrefetch
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
 from structspec.generation.verify import verify
@@ -90,18 +92,23 @@ class Decoding:
 
 def decode(target: CachedModel, run: Decoding) -> Iterator[list[int]]:
     """Run ``run`` to the end, one target forward a round; yields the tokens committed each round
-    and sets ``stats.stop_reason``."""
+    and sets ``stats.stop_reason``. The masks each round reads (at the committed text and along
+    the draft's main line) are computed in a worker thread during the forward."""
     stats = run.stats
-    while not run.done:
-        draft = run.draft()
-        start = time.perf_counter()
-        with stats.timing("target"):
-            logits = target.tree_logits(run.sequence, draft.tokens, draft.parents)
-        seconds = time.perf_counter() - start
-        length = len(run.sequence)
-        path, committed = run.commit(logits, draft)
-        target.keep(length, path)
-        if run.chain is not None:
-            run.chain.forward.add(len(draft.tokens) + 1, seconds)
-        yield committed
+    with MaskPrefetch() as prefetch:
+        while not run.done:
+            draft = run.draft()
+            prefetch.start([(run.matcher, draft.main)])
+            start = time.perf_counter()
+            with stats.timing("target"):
+                logits = target.tree_logits(run.sequence, draft.tokens, draft.parents)
+            seconds = time.perf_counter() - start
+            with stats.timing("mask"):
+                prefetch.wait()
+            length = len(run.sequence)
+            path, committed = run.commit(logits, draft)
+            target.keep(length, path)
+            if run.chain is not None:
+                run.chain.forward.add(len(draft.tokens) + 1, seconds)
+            yield committed
     stats.stop_reason = run.stop_reason()

@@ -22,9 +22,10 @@ from structspec.generation.stats import Result
 class Request:
     """One generation of a batch: the arguments of ``Generator.generate`` for one sequence.
 
-    ``prompt`` is text or chat messages, ``constraint`` a Grammar, GBNF text, a JSON Schema dict
-    or a Pydantic model class; ``temperature == 0`` is greedy; ``seed`` makes sampling
-    reproducible (``None``: non-deterministic)."""
+    ``prompt`` is text or chat messages, ``constraint`` a Grammar, GBNF text, a JSON Schema dict,
+    a Pydantic model class or a :class:`~structspec.StructuralTag`; ``temperature == 0`` is
+    greedy; ``seed`` makes sampling reproducible (``None``: non-deterministic); ``tools``
+    (OpenAI-style function definitions) go to the chat template with the messages."""
 
     prompt: str | Messages
     constraint: Any
@@ -33,6 +34,7 @@ class Request:
     top_p: float = 1.0
     top_k: int = 0
     seed: int | None = None
+    tools: list[dict[str, Any]] | None = None
 
 
 class RequestError(ValueError):

@@ -237,9 +237,12 @@ class _Bytes:
         return [[_range_mask(lo, hi) for lo, hi in seq] for seq in utf8_sequences(ranges)]
 
     def split(self, edges: list[tuple[int, int]]) -> list[tuple[int, set[int]]]:
-        pieces: list[tuple[int, set[int]]] = []
+        by_mask: dict[int, set[int]] = {}  # edges grouped first: a wide alternation shares a few masks
         for mask, target in edges:
-            pieces = _refine(pieces, mask, target)
+            by_mask.setdefault(mask, set()).add(target)
+        pieces: list[tuple[int, set[int]]] = []
+        for mask, targets in by_mask.items():
+            pieces = _refine(pieces, mask, targets)
         return pieces
 
 
@@ -308,22 +311,22 @@ class _Layout(NamedTuple):
     final: np.ndarray
 
 
-def _refine(pieces: list[tuple[int, set[int]]], mask: int, target: int) -> list[tuple[int, set[int]]]:
-    """Split disjoint byte pieces so that ``mask -> target`` is added without overlaps."""
+def _refine(pieces: list[tuple[int, set[int]]], mask: int, targets: set[int]) -> list[tuple[int, set[int]]]:
+    """Split disjoint byte pieces so that ``mask -> targets`` is added without overlaps."""
     out = []
     remaining = mask
-    for piece_mask, targets in pieces:
+    for piece_mask, piece_targets in pieces:
         common = piece_mask & mask
         if common:
-            out.append((common, targets | {target}))
+            out.append((common, piece_targets | targets))
             rest = piece_mask & ~mask
             if rest:
-                out.append((rest, targets))
+                out.append((rest, piece_targets))
             remaining &= ~piece_mask
         else:
-            out.append((piece_mask, targets))
+            out.append((piece_mask, piece_targets))
     if remaining:
-        out.append((remaining, {target}))
+        out.append((remaining, set(targets)))
     return out
 
 

@@ -11,7 +11,7 @@ from structspec.grammar.gbnf.parser import parse_gbnf
 from structspec.grammar.parse_state import ParseState
 from structspec.grammar.ruleset import RuleSet
 from structspec.ir.expr import Rule
-from structspec.ir.printer import format_rule
+from structspec.ir.printer import format_rules
 
 
 class Grammar:
@@ -102,7 +102,7 @@ class Grammar:
 
     def to_gbnf(self) -> str:
         """GBNF text for this grammar; parsing it gives an equivalent grammar."""
-        return "".join(format_rule(r.name, r.body, width=None, ascii_only=False) + "\n" for r in self._rules.values())
+        return format_rules(self._rules.values())
 
     def initial_state(self) -> ParseState:
         """The parse state before any input."""

@@ -5,12 +5,22 @@ grammar state of every row from that row's tokens after the prompt, looked up in
 matchers keyed by the generated prefix. So it stays right when transformers' assisted
 generation calls it for the assistant's drafts and then for every target position -- with
 prefixes that grow, shrink after a rejection, or branch.
+
+Each call masks the whole batch with one bitmask moved to the logits' device and applied in
+one operation. It then guesses each row's next token (the masked argmax: exact under greedy
+decoding) and computes the masks after it in a worker thread while the model runs the next
+forward; the next call waits for that work, so a wrong guess costs nothing but the guess.
 """
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
 import torch
 
+from structspec.errors import GrammarError
 from structspec.masks.compiled import CompiledGrammar
 from structspec.masks.matcher import Matcher
 
@@ -38,15 +48,48 @@ class GrammarLogitsProcessor:
         self._fixed_length = prompt_length
         self._prompt: torch.Tensor | None = None
         self._matchers: dict[tuple[int, ...], Matcher | None] = {}
+        self._pending: Future | None = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         """Mask ``scores`` (``[batch, vocab]``) for the rows of ``input_ids`` (``[batch, length]``)."""
+        if self._pending is not None:
+            self._pending.result()  # the masks guessed last time are cached now
+            self._pending = None
         start = self._prompt_length(input_ids)
-        for row, ids in enumerate(input_ids[:, start:].tolist()):
-            matcher = self._matcher(tuple(ids))
-            if matcher is not None and matcher.mask_words().any():  # nothing allowed: ended with EOS
-                matcher.apply_mask(scores[row])
+        suffixes = [tuple(ids) for ids in input_ids[:, start:].tolist()]
+        matchers = [self._matcher(suffix) for suffix in suffixes]
+        width = scores.shape[-1]
+        n_words = self.compiled.n_words
+        bitmask = np.full((len(matchers), max(n_words, -(-width // 32))), -1, dtype=np.int32)  # -1: untouched row
+        constrained = []
+        for row, matcher in enumerate(matchers):
+            if matcher is None:
+                continue
+            words = matcher.mask_words()
+            if words.any():  # nothing allowed: ended with end-of-sequence, the row is left alone
+                bitmask[row, :n_words] = words.view(np.int32)
+                bitmask[row, n_words:] = 0  # padded logits past the vocabulary
+                constrained.append(row)
+        if constrained:
+            apply_bitmask(scores, torch.from_numpy(bitmask))
+            self._guess_next(scores, constrained, suffixes, matchers)
         return scores
+
+    def _guess_next(self, scores: torch.Tensor, rows: list[int], suffixes: list[tuple[int, ...]],
+                    matchers: list[Matcher | None]) -> None:
+        """Advance each constrained row by its masked argmax and compute the masks there in the
+        background (the matchers are cached in this thread; only masks are computed there)."""
+        guesses = scores[rows].argmax(dim=-1).tolist()
+        states = []
+        for row, token in zip(rows, guesses, strict=True):
+            key = (*suffixes[row], token)
+            if key not in self._matchers:
+                following = matchers[row].copy()
+                self._matchers[key] = following if following.accept_token(token) else None
+            if self._matchers[key] is not None:
+                states.append(self._matchers[key])
+        if states:
+            self._pending = _worker().submit(_fill_masks, states)
 
     def _prompt_length(self, input_ids: torch.Tensor) -> int:
         if self._fixed_length is not None:
@@ -82,3 +125,33 @@ class GrammarLogitsProcessor:
                     matcher = None
             cache[suffix[:end]] = matcher
         return matcher
+
+
+def apply_bitmask(scores: torch.Tensor, bitmask: torch.Tensor) -> None:
+    """Set ``scores[i, j]`` to -inf where bit ``j % 32`` of ``bitmask[i, j // 32]`` is clear:
+    the packed rows (int32 ``[batch, >= ceil(width / 32)]``, on any device) go to the
+    logits' device in one copy and mask every row at once."""
+    bits = bitmask.to(scores.device, non_blocking=True)
+    shifts = torch.arange(32, device=scores.device, dtype=torch.int32)
+    allowed = ((bits.unsqueeze(-1) >> shifts) & 1).view(bits.shape[0], -1)[:, : scores.shape[-1]]
+    scores.masked_fill_(allowed == 0, float("-inf"))
+
+
+_WORKER: list[ThreadPoolExecutor] = []  # one thread shared by every processor, started on first use
+_WORKER_LOCK = threading.Lock()
+
+
+def _worker() -> ThreadPoolExecutor:
+    with _WORKER_LOCK:
+        if not _WORKER:
+            _WORKER.append(ThreadPoolExecutor(1, thread_name_prefix="structspec-masks"))
+        return _WORKER[0]
+
+
+def _fill_masks(matchers: list[Matcher]) -> None:
+    """Compute (and so cache) each matcher's mask; errors are left for the next call to raise."""
+    for matcher in matchers:
+        try:
+            matcher.mask_words()
+        except GrammarError:
+            continue

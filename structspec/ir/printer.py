@@ -13,9 +13,10 @@ the linter keep printable Unicode as it is (``ascii_only=False``), as a person w
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from structspec.ir.charset import ANY, CharSet
-from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Seq, TokenRef
+from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef
 
 _PRINTABLE = re.compile(r'[ !#-\[\]-~]*')  # printable ASCII but '"' and '\\': written as is
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
@@ -31,6 +32,11 @@ def format_rule(name: str, expr: Expr, *, width: int | None = 100, ascii_only: b
         pad = " " * (len(name) + 3)
         return f"{name} ::= " + f"\n{pad}| ".join(items)
     return f"{name} ::= " + " | ".join(items)
+
+
+def format_rules(rules: Iterable[Rule]) -> str:
+    """Parsed rules as written, one line each (printable Unicode kept): ``Grammar.to_gbnf``."""
+    return "".join(format_rule(rule.name, rule.body, width=None, ascii_only=False) + "\n" for rule in rules)
 
 
 def format_expr(expr: Expr, *, ascii_only: bool = True) -> str:

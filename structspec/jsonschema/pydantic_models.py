@@ -8,6 +8,7 @@ a ``const`` discriminator for discriminated unions, which the converter proves d
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace, UnionType
 from typing import Any, TypeVar
 
 from structspec.errors import StructspecError
@@ -90,3 +91,28 @@ def validate_instance(model_cls: type[ModelT], text: str | bytes) -> ModelT:
         return model.model_validate_json(text)  # type: ignore[return-value]
     except pydantic.ValidationError as exc:
         raise InstanceValidationError(model, exc.errors(include_url=False)) from None
+
+
+def type_adapter(python_type: Any) -> Any:
+    """A pydantic ``TypeAdapter`` for a model class or any type pydantic validates (``list[Model]``,
+    a discriminated union); ``None`` for anything else."""
+    if pydantic is None or not (isinstance(python_type, (type, UnionType)) or hasattr(python_type, "__origin__")):
+        return None
+    try:
+        return pydantic.TypeAdapter(python_type)
+    except pydantic.PydanticSchemaGenerationError:
+        return None
+
+
+def adapter_reader(python_type: Any, adapter: Any) -> Any:
+    """A function validating JSON text with ``adapter``: the value, or
+    :class:`InstanceValidationError` (pydantic's error list in ``.errors``)."""
+    named = python_type if hasattr(python_type, "__name__") else SimpleNamespace(__name__=repr(python_type))
+
+    def read(text: str) -> Any:
+        try:
+            return adapter.validate_json(text)
+        except pydantic.ValidationError as exc:
+            raise InstanceValidationError(named, exc.errors(include_url=False)) from None
+
+    return read

@@ -2,15 +2,11 @@
 
 Design (the hot path; see docs/masks.md for the measurements behind it):
 
-* A parse state is a set of stacks; the tokens allowed from one stack depend mostly on its
-  top automaton state ``q``. For each ``q`` that generation reaches we compute, once and
-  lazily, a :class:`LocalMask`: the tokens consumed while the stack never pops below the
-  frame of ``q`` (*context-independent*), and the token-trie nodes after which ``q``'s rule
-  may end with bytes left (*context-dependent*). Both come from one breadth-first sweep of
-  the vocabulary's token trie through a lazily determinized pushdown
-  (:mod:`structspec.masks.runner`, :mod:`structspec.tokens.trie`).
-* At run time the mask of a state is the OR of its stacks' context-independent words plus a
-  sweep of the context-dependent nodes from the stack below.
+* The text tokens a parse state allows come from one depth-first sweep of the vocabulary's
+  token trie through a lazily determinized pushdown, in native code with the GIL released
+  (:mod:`structspec.masks.runner`, :mod:`structspec.tokens.trie`); subtrees whose remaining
+  bytes loop, or step through a counted repetition, are accepted without expanding them.
+  Token references and end-of-sequence are added on top.
 * Whole-state masks are cached by parse state (stacks are hash-consed by structure), so
   the common case -- the same configuration token after token, e.g. inside a string -- is a
   dictionary hit.
@@ -29,11 +25,12 @@ import numpy as np
 from structspec.errors import GrammarError
 from structspec.grammar import Grammar
 from structspec.grammar.completion import completion_cost, rule_completion_costs, shortest_steps, spellable_bytes
-from structspec.grammar.parse_state import Frame, ParseState, close, frame, union
+from structspec.grammar.parse_state import ParseState, union
+from structspec.grammar.tags import StructuralTag
 from structspec.ir.expr import TokenRef
 from structspec.lru import MISSING, BoundedCache
 from structspec.masks.matcher import Matcher
-from structspec.masks.runner import BYTE_ROW_BYTES, StackRunner, rows_in
+from structspec.masks.runner import StackRunner
 from structspec.tokens.trie import token_trie
 from structspec.tokens.vocabulary import Vocabulary
 
@@ -45,14 +42,7 @@ STEP_CACHE_BYTES = 4 << 20
 OBJECT_BYTES = 64  # estimated bytes of a small Python object (a tuple, a parse state, a dict entry)
 POINTER_BYTES = 8
 RULE_STATE_BYTES = 400  # estimated bytes per automaton state of a grammar: its rule set and syntax tree
-
-
-@dataclass(frozen=True)
-class LocalMask:
-    """Tokens allowed from a stack topped by one automaton state, below-frame aside."""
-
-    words: np.ndarray  # uint32 [n_words]: accepted without leaving the frame
-    pending: np.ndarray  # int32 trie nodes after which the frame may end, the tokens below with bytes left
+BYTE_ROW_BYTES = 4096  # a state's byte -> state dict, built on first use (up to 256 entries)
 
 
 @dataclass(frozen=True)
@@ -79,9 +69,6 @@ class CompiledGrammar:
         self.n_words = (vocabulary.size + 31) // 32
         self._eos_words = _words_of(vocabulary.eos_ids, self.n_words)
         self._token_refs = tuple(self._token_ref_set(ref) for ref in self.rules.token_refs)
-        self._local: dict[int, LocalMask] = {}
-        self._local_bytes = 0  # estimated, of the local masks (a race may count one twice: an estimate)
-        self._closures: dict[int, tuple[tuple[int, ...], ...]] = {}  # see _reached_in_place
         # state -> mask words; (state, token id) -> the state after it; (state, text) -> tokens of the text and
         # of what it forces
         self._states: BoundedCache[ParseState, np.ndarray] = BoundedCache(
@@ -90,7 +77,8 @@ class CompiledGrammar:
             max_entries=STEP_CACHE_ENTRIES, max_bytes=STEP_CACHE_BYTES, weigh=_state_bytes)
         self._jumps: BoundedCache[tuple[ParseState, bytes], list[int] | None] = BoundedCache(
             max_entries=FORCED_CACHE_ENTRIES, max_bytes=FORCED_CACHE_BYTES, weigh=_tokens_bytes)
-        self._runner = StackRunner(self.rules, token_trie(vocabulary))
+        self._trie = token_trie(vocabulary)
+        self._runner = StackRunner(self.rules, self._trie, vocabulary.text_ids, self.n_words)
         self._completion_costs: list[float] | None = None  # filled on first use (threads may race: same result)
         self._spellable = spellable_bytes(vocabulary.byte_matrix, vocabulary.lengths)
 
@@ -109,8 +97,6 @@ class CompiledGrammar:
             + rules.n_states * RULE_STATE_BYTES
             + len(rules.byte_next) * BYTE_ROW_BYTES
             + len(self.grammar.source)
-            + self._local_bytes
-            + len(self._closures) * 2 * OBJECT_BYTES
             + self._states.nbytes
             + self._steps.nbytes
             + self._jumps.nbytes
@@ -122,8 +108,7 @@ class CompiledGrammar:
         """Packed uint32 mask of the tokens allowed from ``state`` (do not modify it)."""
         words = self._states.get(state)
         if words is MISSING:
-            words = self._compute(state)
-            self._states.put(state, words)
+            words = self._states.put(state, self._compute(state))
         return words
 
     def known_mask_words(self, state: ParseState) -> np.ndarray | None:
@@ -132,80 +117,13 @@ class CompiledGrammar:
         return None if words is MISSING else words
 
     def _compute(self, state: ParseState) -> np.ndarray:
-        words = np.zeros(self.n_words, dtype=np.uint32)
-        lo: list[np.ndarray] = []
-        hi: list[np.ndarray] = []
-        for head in self._own_heads(state.heads):
-            local = self.local_mask(head.state)
-            np.bitwise_or(words, local.words, out=words)
-            if len(local.pending) and head.parent is not None:
-                self._accepted_below(head.parent, local.pending, lo, hi)
+        words = self._runner.mask(state)
         for head in state.heads:
             for ref, _ in self.rules.token_edges[head.state]:
                 np.bitwise_or(words, self._token_refs[ref].words, out=words)
-        if lo:
-            np.bitwise_or(words, self._words_of_rows(np.concatenate(lo), np.concatenate(hi)), out=words)
         if state.accepting:
             np.bitwise_or(words, self._eos_words, out=words)
         return words
-
-    def _own_heads(self, heads: tuple[Frame, ...]) -> list[Frame]:
-        """The heads whose tokens are not already inside another head's.
-
-        Closing a head ``g`` pushes the rules it calls (and reaches the states after callees
-        that may be empty); those heads sit in the state beside ``g``, but ``g``'s local mask
-        already runs them, from a lone frame, through their return into ``g``'s rule, and its
-        pending nodes continue below ``g``. So a head the closure of ``g`` reaches in place
-        adds nothing once ``g`` is counted (the first visit of ``{"`` in an object with
-        undeclared keys would otherwise sweep the key rule twice). Heads that only cover each
-        other (a cycle of empty calls) are all kept."""
-        if len(heads) < 2:
-            return list(heads)
-        present = set(heads)
-        covers: dict[Frame, list[Frame]] = {}
-        for g in heads:
-            for chain in self._reached_in_place(g.state):
-                top = g.parent
-                for q in reversed(chain):
-                    top = frame(self.rules, q, top)
-                if top in present and top is not g:
-                    covers.setdefault(g, []).append(top)
-        if not covers:
-            return list(heads)
-        covered = {h for hs in covers.values() for h in hs}
-        skipped: set[Frame] = set()
-        todo = [g for g in heads if g not in covered]
-        while todo:
-            for h in covers.get(todo.pop(), ()):
-                if h not in skipped:
-                    skipped.add(h)
-                    todo.append(h)
-        return [h for h in heads if h not in skipped]
-
-    def _reached_in_place(self, q: int) -> tuple[tuple[int, ...], ...]:
-        """The stacks (automaton states, top first) that closing a lone frame topped by ``q``
-        reaches besides that frame, before any input."""
-        found = self._closures.get(q)
-        if found is None:
-            lone = frame(self.rules, q, None)
-            heads, _ = close(self.rules, [lone])
-            found = self._closures[q] = tuple(tuple(h.states()) for h in heads if h is not lone)
-        return found
-
-    def _accepted_below(self, parent: Frame, nodes: np.ndarray, lo: list[np.ndarray], hi: list[np.ndarray]) -> None:
-        """Append the row ranges of the tokens below trie ``nodes`` whose rest the stack
-        ``parent`` accepts (tokens that leave a frame above it after those nodes): each head of
-        its closure runs them (the runs are kept: the same nodes recur below the stacks of a
-        list's items or a counted string's positions), and what leaves that head's frame in turn
-        goes one level down."""
-        heads, _ = close(self.rules, [parent])
-        runner = self._runner
-        for head in self._own_heads(heads):
-            accepted_lo, accepted_hi, pending = runner.run(runner.start(head.state), nodes, keep=True)
-            lo.append(accepted_lo)
-            hi.append(accepted_hi)
-            if len(pending) and head.parent is not None:
-                self._accepted_below(head.parent, pending, lo, hi)
 
     def forced_tokens(self, state: ParseState) -> list[int]:
         """Canonical tokenization of the bytes every continuation of ``state`` starts with
@@ -227,7 +145,7 @@ class CompiledGrammar:
                 tokens = None if after is None else self.vocabulary.encode_bytes(data + after.forced_bytes())
             except ValueError:  # a byte no token spells
                 tokens = None
-            self._jumps.put(key, tokens)
+            tokens = self._jumps.put(key, tokens)
         return tokens
 
     def tokens_to_finish(self, state: ParseState) -> float:
@@ -242,7 +160,7 @@ class CompiledGrammar:
         ids when ``state`` is complete; empty when it cannot be completed. Sorted by id."""
         if state.accepting:
             return sorted(self.vocabulary.eos_ids)
-        vocab, trie = self.vocabulary, self._runner.trie
+        vocab, trie = self.vocabulary, self._trie
         found: list[int] = []
         node = 0  # the token-trie node of the bytes so far: steps go on while some token spells them
         for is_byte, value in shortest_steps(state, self._costs(), self._spellable):
@@ -272,8 +190,7 @@ class CompiledGrammar:
         key = (state, token_id)
         following = self._steps.get(key)
         if following is MISSING:
-            following = self._advance_token(state, token_id)
-            self._steps.put(key, following)
+            following = self._steps.put(key, self._advance_token(state, token_id))
         return following
 
     def _advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
@@ -296,25 +213,6 @@ class CompiledGrammar:
         real = _words_of_array(np.concatenate([vocab.text_ids, np.fromiter(vocab.special_tokens.values(), np.int32)]),
                                self.n_words)
         return _TokenRefSet(real & ~named & ~self._eos_words)
-
-    def local_mask(self, q: int) -> LocalMask:
-        """The context-independent part of the mask for stacks topped by state ``q``."""
-        local = self._local.get(q)
-        if local is None:
-            local = self._local[q] = self._compute_local(q)
-            self._local_bytes += local.words.nbytes + local.pending.nbytes + 3 * OBJECT_BYTES
-        return local
-
-    def _compute_local(self, q: int) -> LocalMask:
-        runner = self._runner
-        lo, hi, pending = runner.run(runner.start(q), np.zeros(1, np.int32))  # from the trie root
-        return LocalMask(words=self._words_of_rows(lo, hi), pending=pending)
-
-    def _words_of_rows(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Mask words of the text tokens in the trie's row ranges ``[lo, hi)``."""
-        bits = np.zeros(self.n_words * 32, dtype=bool)
-        bits[self.vocabulary.text_ids] = rows_in(lo, hi, len(self.vocabulary.text_ids))
-        return np.packbits(bits, bitorder="little").view(np.uint32)
 
 
 def _mask_bytes(_state: ParseState, words: np.ndarray) -> int:
@@ -368,10 +266,12 @@ the key cannot be reused meanwhile; nothing here keeps a grammar alive."""
 _COMPILED_LOCK = threading.Lock()
 
 
-def compile(grammar: Grammar, tokenizer_or_vocabulary) -> CompiledGrammar:
-    """Bind ``grammar`` to a tokenizer (or :class:`~structspec.Vocabulary`). While a compiled
-    grammar is in use, compiling the same pair again returns it (with the masks it has
-    computed); once nothing holds it, it is freed."""
+def compile(grammar: Grammar | StructuralTag, tokenizer_or_vocabulary) -> CompiledGrammar:
+    """Bind ``grammar`` (or a structural tag's grammar) to a tokenizer (or
+    :class:`~structspec.Vocabulary`). While a compiled grammar is in use, compiling the same pair
+    again returns it (with the masks it has computed); once nothing holds it, it is freed."""
+    if isinstance(grammar, StructuralTag):
+        grammar = grammar.grammar
     vocabulary = (
         tokenizer_or_vocabulary
         if isinstance(tokenizer_or_vocabulary, Vocabulary)

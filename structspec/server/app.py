@@ -29,8 +29,10 @@ from structspec.server.engine import Completion, Engine
 from structspec.server.errors import APIError
 from structspec.server.handlers import install_handlers
 from structspec.server.limits import Limits
-from structspec.server.openai_format import chat_body, first_event, sse_chunks
+from structspec.server.openai_format import TextReply, chat_body, first_event, sse_chunks
 from structspec.server.protocol import ChatRequest, ExtractRequest
+from structspec.server.tool_replies import ToolReply
+from structspec.server.tools import tool_calling
 from structspec.server.worker import GenerationWorker
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -81,17 +83,24 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
         chat = parse(ChatRequest, await read_json(request, limits.max_body_bytes))
         engine.check_model(chat.model)
         sampling = _sampling(chat, engine, limits)
-        grammar = await run_in_threadpool(_chat_grammar, chat, cache)
-        messages = [{"role": m.role, "content": m.text()} for m in chat.messages]
-        events = worker.submit(engine.job(messages, grammar, sampling))
+        constrained = chat.grammar is not None or (chat.response_format is not None
+                                                   and chat.response_format.type != "text")
+        calling = await run_in_threadpool(
+            tool_calling, chat.tools, chat.tool_choice, chat.parallel_tool_calls, constrained, cache, limits
+        )
+        grammar = calling.compiled if calling else await run_in_threadpool(_chat_grammar, chat, cache)
+        reply = ToolReply(calling) if calling else TextReply()
+        messages = [m.for_template() for m in chat.messages]
+        tools = [tool.model_dump(exclude_none=True) for tool in chat.tools] if chat.tools else None
+        events = worker.submit(engine.job(messages, grammar, sampling, tools=tools))
         reply_id = f"chatcmpl-{uuid.uuid4().hex}"
         if chat.stream:
             usage = chat.stream_options is not None and chat.stream_options.include_usage
             first = await first_event(events)  # problems found before the first token still get a 400
-            chunks = sse_chunks(first, events, reply_id, engine.model_id, usage)
+            chunks = sse_chunks(first, events, reply_id, engine.model_id, usage, reply)
             return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
         completion = await _complete(request, events)
-        return JSONResponse(chat_body(completion, reply_id, engine.model_id))
+        return JSONResponse(chat_body(completion, reply_id, engine.model_id, reply))
 
     @app.post("/v1/extract")
     async def extract(request: Request) -> dict[str, Any]:

@@ -8,6 +8,9 @@ model's vocabulary, with the token masks it has computed so far. Entries are bou
 at every lookup because masks accumulate while requests decode; the least recently used go
 first.
 
+A request's tools make one entry (:meth:`ConstraintCache.from_tools`): the structural tag of
+its calls, built in the child process as a whole, and its compiled grammar.
+
 A miss converts and compiles in a :class:`~structspec.server.compile_pool.CompilePool` child
 process, within ``Limits.compile_timeout`` seconds, so a big schema never holds the
 interpreter lock that the generation worker needs. Concurrent requests for a constraint being
@@ -20,10 +23,12 @@ import threading
 import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from structspec.errors import GrammarError, SchemaError, SchemaRelaxedWarning
 from structspec.grammar import Grammar
+from structspec.grammar.tags import StructuralTag
 from structspec.lru import BoundedCache
 from structspec.masks.compiled import CompiledGrammar
 from structspec.masks.compiled import compile as compile_grammar
@@ -35,6 +40,22 @@ from structspec.tokens.vocabulary import Vocabulary
 JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 
 
+@dataclass(frozen=True)
+class CompiledTag:
+    """A structural tag (the reply's reading) and its grammar compiled for the vocabulary."""
+
+    tag: StructuralTag
+    compiled: CompiledGrammar
+
+    @property
+    def nbytes(self) -> int:
+        """Estimated bytes, as the cache weighs them (the compiled grammar's)."""
+        return self.compiled.nbytes
+
+
+Entry = CompiledGrammar | CompiledTag
+
+
 class ConstraintCache:
     """Thread-safe: grammars built from request schemas and GBNF text, compiled for ``vocabulary``."""
 
@@ -42,9 +63,9 @@ class ConstraintCache:
         self._limits = limits
         self._vocabulary = vocabulary
         self._pool = pool or CompilePool(limits.compile_processes, limits.compile_timeout)
-        self._entries: BoundedCache[tuple[str, str], CompiledGrammar] = BoundedCache(
+        self._entries: BoundedCache[tuple[str, str], Entry] = BoundedCache(
             max_entries=limits.cache_size, max_bytes=limits.cache_bytes, weigh=_compiled_bytes)
-        self._pending: dict[tuple[str, str], Future[CompiledGrammar]] = {}
+        self._pending: dict[tuple[str, str], Future[Entry]] = {}
         self._lock = threading.Lock()
         self.shared = 0
         """Requests that waited for a compilation another request had started."""
@@ -61,12 +82,18 @@ class ConstraintCache:
     def from_schema(self, schema: Any, param: str, *, strict: bool = True) -> CompiledGrammar:
         """The grammar of JSON valid under ``schema``; HTTP 400 naming the JSON pointer when it cannot be enforced."""
         canonical = self._limits.check_schema(schema, param)
-        return self._get(("schema" if strict else "schema-relaxed", canonical), param, _schema, schema, param, strict)
+        key = ("schema" if strict else "schema-relaxed", canonical)
+        return self._get(key, param, schema_grammar, schema, param, strict)
 
     def from_gbnf(self, text: str, param: str) -> CompiledGrammar:
         """The grammar of GBNF ``text``; HTTP 400 naming line:column when it is malformed."""
         self._limits.check_grammar(text, param)
         return self._get(("gbnf", text), param, _gbnf, text, param)
+
+    def from_tools(self, key: str, param: str, build: Callable[..., StructuralTag], *args: Any) -> CompiledTag:
+        """The structural tag ``build(*args)`` makes (in a compile process), under ``key`` (its
+        canonical text); errors as ``build`` raises them, or ``compile_timeout`` naming ``param``."""
+        return self._get(("tools", key), param, build, *args)
 
     def warm(self) -> None:
         """Start a compile process now (it takes about a second), so the first miss need not wait."""
@@ -76,7 +103,7 @@ class ConstraintCache:
         """Stop the compile processes."""
         self._pool.close()
 
-    def _get(self, key: tuple[str, str], param: str, build: Callable[..., Grammar], *args: Any) -> CompiledGrammar:
+    def _get(self, key: tuple[str, str], param: str, build: Callable[..., Any], *args: Any) -> Any:
         self._entries.reweigh()  # masks computed by earlier requests count from now on
         found = self._entries.get(key, None)
         if found is not None:
@@ -101,9 +128,9 @@ class ConstraintCache:
             with self._lock:
                 del self._pending[key]
 
-    def _compile(self, param: str, build: Callable[..., Grammar], *args: Any) -> CompiledGrammar:
+    def _compile(self, param: str, build: Callable[..., Grammar | StructuralTag], *args: Any) -> Entry:
         try:
-            grammar = self._pool.run(build, *args)
+            built = self._pool.run(build, *args)
         except CompileTimeout:
             raise APIError(
                 f"{param}: compiling this constraint took longer than the server's limit of "
@@ -111,10 +138,12 @@ class ConstraintCache:
                 param=param,
                 code="compile_timeout",
             ) from None
-        return compile_grammar(grammar, self._vocabulary)
+        if isinstance(built, StructuralTag):
+            return CompiledTag(built, compile_grammar(built.grammar, self._vocabulary))
+        return compile_grammar(built, self._vocabulary)
 
 
-def _compiled_bytes(_key: tuple[str, str], compiled: CompiledGrammar) -> int:
+def _compiled_bytes(_key: tuple[str, str], compiled: Entry) -> int:
     return compiled.nbytes
 
 
@@ -125,7 +154,9 @@ def _gbnf(text: str, param: str) -> Grammar:
         raise grammar_error(exc, param) from None
 
 
-def _schema(schema: Any, param: str, strict: bool) -> Grammar:
+def schema_grammar(schema: Any, param: str, strict: bool) -> Grammar:
+    """The grammar of ``schema`` (run in a compile process); HTTP 400 naming ``param`` and the
+    JSON pointer when it cannot be enforced."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SchemaRelaxedWarning)

@@ -91,15 +91,17 @@ class Engine:
 
     def job(
         self,
-        messages: list[dict[str, str]],
+        messages: list[dict[str, Any]],
         grammar: CompiledGrammar | None,
         sampling: Sampling,
         prompt_field: str = "messages",
+        tools: list[dict[str, Any]] | None = None,
     ) -> Job:
         """A request to decode ``messages`` under ``grammar``, compiled for :attr:`vocabulary`
-        (free text when None); a prompt too long for the model's context is an HTTP 400 naming
-        ``prompt_field`` when the job joins the batch."""
-        return Job(messages, grammar or self._free_text, sampling, prompt_field)
+        (free text when None), with ``tools`` (OpenAI function definitions) shown to the model
+        through the chat template; a prompt too long for the model's context is an HTTP 400
+        naming ``prompt_field`` when the job joins the batch."""
+        return Job(messages, grammar or self._free_text, sampling, prompt_field, tools)
 
     def batch(self) -> EngineBatch:
         """An empty batch over this engine's model (for the worker thread only)."""
@@ -110,10 +112,11 @@ class Engine:
 class Job:
     """One request's generation, as the worker hands it to :meth:`EngineBatch.join`."""
 
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     grammar: CompiledGrammar
     sampling: Sampling
     prompt_field: str = "messages"
+    tools: list[dict[str, Any]] | None = None
 
 
 class EngineBatch:
@@ -135,8 +138,8 @@ class EngineBatch:
         from structspec.generation.sequence import Request
 
         try:
-            sequence = self.engine.generator.sequence(Request(job.messages, job.grammar, **asdict(job.sampling)),
-                                                      self.engine.speculative)
+            request = Request(job.messages, job.grammar, **asdict(job.sampling), tools=job.tools)
+            sequence = self.engine.generator.sequence(request, self.engine.speculative)
         except ContextLengthError as exc:
             raise APIError(
                 f"{job.prompt_field}: {exc}; shorten the {job.prompt_field} or ask for fewer tokens",

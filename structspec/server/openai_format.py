@@ -12,8 +12,26 @@ from structspec.server.errors import APIError
 from structspec.server.handlers import LOG
 
 
-def chat_body(completion: Completion, reply_id: str, model_id: str) -> dict[str, Any]:
+class TextReply:
+    """How generated text becomes the reply's message and stream deltas: all of it is content.
+    (:class:`structspec.server.tool_replies.ToolReply` reads tool calls out of it instead.)"""
+
+    def message(self, completion: Completion) -> tuple[dict[str, Any], str]:
+        """The reply's ``message`` and ``finish_reason``."""
+        return {"role": "assistant", "content": completion.text}, completion.finish_reason
+
+    def deltas(self, piece: str) -> list[dict[str, Any]]:
+        """The stream deltas of a decoded piece."""
+        return [{"content": piece}] if piece else []
+
+    def finish(self, completion: Completion) -> tuple[list[dict[str, Any]], str]:
+        """Deltas still held back when generation ends, and the ``finish_reason``."""
+        return [], completion.finish_reason
+
+
+def chat_body(completion: Completion, reply_id: str, model_id: str, reply: TextReply | None = None) -> dict[str, Any]:
     """A ``chat.completion`` object, with structspec's ``stats`` added."""
+    message, finish_reason = (reply or TextReply()).message(completion)
     return {
         "id": reply_id,
         "object": "chat.completion",
@@ -22,9 +40,9 @@ def chat_body(completion: Completion, reply_id: str, model_id: str) -> dict[str,
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": completion.text},
+                "message": message,
                 "logprobs": None,
-                "finish_reason": completion.finish_reason,
+                "finish_reason": finish_reason,
             }
         ],
         "usage": completion.usage(),
@@ -47,9 +65,11 @@ async def sse_chunks(
     reply_id: str,
     model_id: str,
     include_usage: bool,
+    reply: TextReply | None = None,
 ) -> AsyncIterator[str]:
     """OpenAI ``chat.completion.chunk`` events, then ``data: [DONE]``; a failure becomes an error event."""
     created = int(time.time())
+    reply = reply or TextReply()
 
     def event(choices: list[dict[str, Any]], **extra: Any) -> str:
         body = {"id": reply_id, "object": "chat.completion.chunk", "created": created, "model": model_id,
@@ -63,11 +83,15 @@ async def sse_chunks(
         yield chunk({"role": "assistant", "content": ""})
         async for item in _chain(first, events):
             if isinstance(item, Completion):
-                yield chunk({}, item.finish_reason)
+                held, finish_reason = reply.finish(item)
+                for delta in held:
+                    yield chunk(delta)
+                yield chunk({}, finish_reason)
                 if include_usage:
                     yield event([], usage=item.usage())
-            elif item:
-                yield chunk({"content": item})
+            else:
+                for delta in reply.deltas(item):
+                    yield chunk(delta)
     except APIError as exc:
         yield f"data: {json.dumps(exc.body())}\n\n"
     except Exception:

@@ -2,23 +2,24 @@
 :class:`~structspec.generation.sampling.Sampling` (whose checks give the range messages).
 
 Every field is either honoured or refused: an unknown key is an error, and a known OpenAI field
-this server does not implement (``tools``, ``logprobs``, ``stop``, ...) is accepted only when it
-is ``null`` or set to the value that turns its feature off (``"logprobs": false``), since then
-it is honoured as sent.
+this server does not implement (``logprobs``, ``stop``, the deprecated ``functions``, ...) is
+accepted only when it is ``null`` or set to the value that turns its feature off
+(``"logprobs": false``), since then it is honoured as sent.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Literal
+import json
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from structspec.generation.sampling import OptionError, Sampling
 from structspec.server.errors import APIError
 
-TOOLS = "this server does not call tools yet"
+FUNCTIONS = "the deprecated functions API is not supported: give tools (and tool_choice)"
 LOGPROBS = "this server does not return log probabilities"
 STEERING = "steer the output with response_format or grammar"
 
@@ -64,25 +65,118 @@ class TextPart(_Body):
     text: str
 
 
+class CalledFunction(_Body):
+    """``function`` of a tool call in the history: its name and its arguments as JSON text."""
+
+    name: str
+    arguments: str
+
+    @field_validator("arguments")
+    @classmethod
+    def _json(cls, value: str) -> str:
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise PydanticCustomError("invalid_value", "arguments must be JSON text ({problem} at {line}:{column})",
+                                      {"problem": exc.msg, "line": exc.lineno, "column": exc.colno}) from None
+        return value
+
+
+class MessageToolCall(_Body):
+    """A tool call in an assistant message of the history."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: CalledFunction
+
+    def for_template(self) -> dict[str, Any]:
+        """The call as chat templates read it (arguments as a value, not JSON text)."""
+        arguments = json.loads(self.function.arguments)
+        return {"id": self.id, "type": "function", "function": {"name": self.function.name, "arguments": arguments}}
+
+
 class Message(_Body):
-    """A chat message."""
+    """A chat message; an assistant message may hold the tool calls it made (then its content
+    may be null), a ``tool`` message the result of one."""
 
     UNSUPPORTED: ClassVar[dict[str, Unsupported]] = {
         "name": Unsupported("the prompt has no place for participant names"),
-        "tool_calls": Unsupported(TOOLS, ([],)),
-        "tool_call_id": Unsupported(TOOLS),
-        "function_call": Unsupported(TOOLS),
+        "function_call": Unsupported(FUNCTIONS),
         "refusal": Unsupported("this server does not refuse"),
         "audio": Unsupported("this server handles text only"),
         "annotations": Unsupported("this server does not annotate replies", ([],)),
     }
 
-    role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
+    tool_calls: list[MessageToolCall] | None = None
+    tool_call_id: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> Message:
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise PydanticCustomError(
+                "invalid_value", "content is required (only an assistant message with tool_calls may leave it out)")
+        if self.tool_calls and self.role != "assistant":
+            raise PydanticCustomError("invalid_value", "only assistant messages hold tool_calls")
+        if self.role == "tool" and not self.tool_call_id:
+            raise PydanticCustomError("invalid_value", "a tool message needs the tool_call_id of the call it answers")
+        return self
 
     def text(self) -> str:
-        """The content as one string (parts joined)."""
+        """The content as one string (parts joined; empty for null)."""
+        if self.content is None:
+            return ""
         return self.content if isinstance(self.content, str) else "".join(part.text for part in self.content)
+
+    def for_template(self) -> dict[str, Any]:
+        """The message as chat templates read it."""
+        message: dict[str, Any] = {"role": self.role, "content": self.text()}
+        if self.tool_calls:
+            message["tool_calls"] = [call.for_template() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            message["tool_call_id"] = self.tool_call_id
+        return message
+
+
+class FunctionDefinition(_Body):
+    """``tools[i].function``: the function's name, what it does, and its arguments' JSON Schema."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ToolDefinition(_Body):
+    """``tools[i]``: only function tools exist."""
+
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class FunctionName(_Body):
+    """``tool_choice.function``."""
+
+    name: str
+
+
+class NamedToolChoice(_Body):
+    """``tool_choice: {"type": "function", "function": {"name": ...}}``."""
+
+    type: Literal["function"]
+    function: FunctionName
+
+
+def _tool_choice(value: Any) -> Any:
+    """``"none"``, ``"auto"``, ``"required"`` or a :class:`NamedToolChoice`, with one clear error."""
+    if value is None or value in ("none", "auto", "required") or isinstance(value, dict):
+        return value
+    raise PydanticCustomError(
+        "invalid_value", 'tool_choice is "none", "auto", "required" or {"type": "function", "function": {"name": ...}}')
+
+
+ToolChoice = Annotated[Literal["none", "auto", "required"] | NamedToolChoice, BeforeValidator(_tool_choice)]
 
 
 class JsonSchemaFormat(_Body):
@@ -140,11 +234,8 @@ class ChatRequest(_Generating):
     """``POST /v1/chat/completions``."""
 
     UNSUPPORTED: ClassVar[dict[str, Unsupported]] = {
-        "tools": Unsupported(TOOLS),
-        "tool_choice": Unsupported(TOOLS, ("none",)),
-        "parallel_tool_calls": Unsupported(TOOLS),
-        "functions": Unsupported(TOOLS),
-        "function_call": Unsupported(TOOLS, ("none",)),
+        "functions": Unsupported(FUNCTIONS),
+        "function_call": Unsupported(FUNCTIONS, ("none",)),
         "logprobs": Unsupported(LOGPROBS, (False,)),
         "top_logprobs": Unsupported(LOGPROBS, (0,)),
         "logit_bias": Unsupported(STEERING, ({},)),
@@ -165,6 +256,9 @@ class ChatRequest(_Generating):
     messages: list[Message] = Field(min_length=1)
     response_format: ResponseFormat | None = None
     grammar: str | None = None
+    tools: list[ToolDefinition] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool = True
     max_completion_tokens: int | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None

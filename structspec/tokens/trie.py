@@ -1,4 +1,4 @@
-"""The token trie of a vocabulary as flat arrays, for breadth-first batch runs.
+"""The token trie of a vocabulary as flat arrays, for the native mask core's sweeps.
 
 Nodes are numbered breadth-first (node 0 is the empty prefix), so the children of one node are
 a contiguous range and the children of a whole level are ordered by parent. Every node is a
@@ -12,8 +12,8 @@ for DEL and for any non-ASCII byte, provided every token's rest below the node i
 UTF-8 from there on (whole characters, the last one possibly cut by the token's end); bit 0 for
 NUL and for a rest that is not (a stray continuation byte, an invalid lead). A state "loops" on
 bit 127 only when every well-formed multi-byte character takes it back to itself (see
-:func:`set_words`), so the subset test stays exact while multilingual tokens inside a string
-are accepted without expanding their subtrees.
+``loop_words`` in ``structspec/masks/_sweep.pyx``), so the subset test stays exact while
+multilingual tokens inside a string are accepted without expanding their subtrees.
 """
 
 from __future__ import annotations
@@ -25,10 +25,15 @@ import numpy as np
 from structspec.lru import BoundedCache
 from structspec.tokens.vocabulary import Vocabulary
 
+NODE = np.dtype([("child_lo", np.int32), ("child_hi", np.int32), ("row_lo", np.int32), ("end_hi", np.int32),
+                 ("row_hi", np.int32), ("height", np.int32), ("below_index", np.int32), ("byte", np.int32),
+                 ("rest", np.uint64, (2,))])  # one node's fields side by side: a sweep reads them together
+
 
 @dataclass(frozen=True)
 class TokenTrie:
-    """Flat token trie; all arrays are indexed by node id unless noted."""
+    """Flat token trie; all arrays are indexed by node id unless noted. The per-node arrays
+    but ``byte`` are views of the fields of ``nodes`` (one :data:`NODE` record per node)."""
 
     byte: np.ndarray  # uint8: last byte of the node's prefix (0 for the root)
     child_lo: np.ndarray  # int32: first child node
@@ -37,49 +42,11 @@ class TokenTrie:
     end_hi: np.ndarray  # int32: rows [row_lo, end_hi) are spelled exactly by the prefix
     row_hi: np.ndarray  # int32: one past the last trie row below the node
     rest_sets: np.ndarray  # uint64 [nodes, 2]: bytes after the prefix in the rows below
+    height: np.ndarray  # int32: the most bytes after the prefix in a row below (0 for a leaf)
+    below_index: np.ndarray  # int32: the node's row of below_words, -1 for a small subtree
+    below_words: np.ndarray  # uint32 [big nodes, ceil(vocab size / 32)]: token ids strictly below
     n_rows: int
-
-    def scalar_view(self) -> ScalarTrie:
-        """The same arrays as memoryviews, for fast one-element reads from Python."""
-        view = self.__dict__.get("_scalar")
-        if view is None:
-            view = self.__dict__["_scalar"] = ScalarTrie(self)
-        return view
-
-
-class ScalarTrie:
-    """Memoryviews over a :class:`TokenTrie` (indexing yields Python ints, no copies)."""
-
-    def __init__(self, trie: TokenTrie) -> None:
-        self.child_lo = memoryview(trie.child_lo)
-        self.child_hi = memoryview(trie.child_hi)
-        self.row_lo = memoryview(trie.row_lo)
-        self.end_hi = memoryview(trie.end_hi)
-        self.row_hi = memoryview(trie.row_hi)
-        self.rest_low = memoryview(np.ascontiguousarray(trie.rest_sets[:, 0]))
-        self.rest_high = memoryview(np.ascontiguousarray(trie.rest_sets[:, 1]))
-
-
-ALL_HIGH = (1 << 128) - 1
-
-
-def set_words(mask: int, utf8_loops: bool = False) -> tuple[int, int]:
-    """The loop side of a subset test: the bytes that keep a state where it is (bit ``b`` of
-    the 256-bit ``mask`` for byte ``b``, see :func:`byte_mask`), as two 64-bit words. Bit 0
-    needs NUL and every byte >= 0x80 (any byte string of them stays); bit 127 needs DEL and
-    ``utf8_loops`` (every well-formed multi-byte character comes back)."""
-    value = mask & ((1 << 127) - 2)  # bytes 1..126 as they are
-    high = mask >> 128 == ALL_HIGH
-    if mask & 1 and high:
-        value |= 1
-    if mask >> 127 & 1 and (high or utf8_loops):
-        value |= 1 << 127
-    return value & ((1 << 64) - 1), value >> 64
-
-
-def byte_mask(flags: np.ndarray) -> int:
-    """The 256-bit mask of a bool array over the bytes (bit ``b`` set where ``flags[b]``)."""
-    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
+    nodes: np.ndarray  # NODE [nodes]: the fields above, record by record
 
 
 TRIE_CACHE_ENTRIES = 8  # vocabularies whose tries are kept (with the vocabularies themselves)
@@ -88,7 +55,7 @@ TRIE_CACHE_BYTES = 512 << 20
 
 def _trie_bytes(vocab: Vocabulary, trie: TokenTrie) -> int:
     """The trie's arrays plus the vocabulary's, which the cache keeps alive as its key."""
-    arrays = (trie.byte, trie.child_lo, trie.child_hi, trie.row_lo, trie.end_hi, trie.row_hi, trie.rest_sets,
+    arrays = (trie.nodes, trie.byte, trie.below_words,  # the other per-node arrays are views of ``nodes``
               vocab.byte_matrix, vocab.lengths, vocab.lcp, vocab.text_ids)
     return sum(a.nbytes for a in arrays) + 64 * vocab.size  # the token byte strings
 
@@ -148,7 +115,40 @@ def _build(vocab: Vocabulary) -> TokenTrie:
         bad_before = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(malformed[:, d], out=bad_before[1:])
         rest[level][bad_before[row_hi[level]] > bad_before[end_hi[level]], 0] |= np.uint64(1)
-    return TokenTrie(byte, child_lo, child_hi, row_lo, end_hi, row_hi, rest, n)
+    height = np.zeros(total, dtype=np.int32)
+    for d in range(len(first_id) - 1):  # every row at least d bytes long is below a node of depth d
+        level = slice(first_id[d], first_id[d + 1])
+        if n:
+            height[level] = np.maximum.reduceat(lengths, row_lo[level]) - d
+    below_index, below_words = _big_subtrees(vocab, end_hi, row_hi)
+    nodes = np.zeros(total, dtype=NODE)
+    fields = {"byte": byte, "child_lo": child_lo, "child_hi": child_hi, "row_lo": row_lo, "end_hi": end_hi,
+              "row_hi": row_hi, "rest": rest, "height": height, "below_index": below_index}
+    for name, values in fields.items():
+        nodes[name] = values
+    nodes.flags.writeable = False
+    views = {name: nodes[name] for name in fields}
+    views["byte"] = byte  # uint8, kept apart
+    views["rest_sets"] = views.pop("rest")
+    return TokenTrie(**views, below_words=below_words, n_rows=n, nodes=nodes)
+
+
+BIG_SUBTREE = 512  # tokens strictly below a node from which its mask words are kept
+
+
+def _big_subtrees(vocab: Vocabulary, end_hi: np.ndarray, row_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The packed mask words of the tokens below each node with at least ``BIG_SUBTREE`` of
+    them: a sweep accepting such a subtree ORs its words instead of setting each token's bit
+    (there are a few dozen such nodes, and they hold most of the vocabulary)."""
+    big = np.flatnonzero(row_hi - end_hi >= BIG_SUBTREE)
+    index = np.full(len(end_hi), -1, dtype=np.int32)
+    index[big] = np.arange(len(big), dtype=np.int32)
+    n_words = (vocab.size + 31) // 32
+    bits = np.zeros((len(big), n_words * 32), dtype=bool)
+    for row, node in enumerate(big.tolist()):
+        bits[row, vocab.text_ids[end_hi[node] : row_hi[node]]] = True
+    words = np.packbits(bits, axis=1, bitorder="little").view(np.uint32).reshape(len(big), n_words)
+    return index, np.ascontiguousarray(words)
 
 
 def _rest_sets(byte: np.ndarray, child_lo: np.ndarray, child_hi: np.ndarray, first_id: np.ndarray) -> np.ndarray:

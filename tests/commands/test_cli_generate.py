@@ -241,3 +241,34 @@ def test_cli_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_generate_with_a_structural_tag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from structspec.grammar.tags import StructuralTag
+
+    spec = {"tags": [{"begin": "<age>", "schema": {"type": "integer", "minimum": 1, "maximum": 9}, "end": "</age>"}],
+            "min_segments": 1, "max_segments": 1}
+    path = tmp_path / "tags.json"
+    path.write_text(json.dumps(spec))
+    status, out, err = run(["generate", "--tags", str(path), "--prompt", "Lily was", *model_args(),
+                            "--max-tokens", "24"], capsys)
+    assert status == 0, err
+    (segment,) = StructuralTag.from_dict(spec).parse(out.rstrip("\n")).segments
+    assert 1 <= segment.value <= 9
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"tags": [{"begin": "<a>", "gbnf": "root ::= x", "end": ""}]}, "tags.json:1:10: E101 tags[0].content:"),
+        ({"tags": [{"begin": "<a>", "schema": {"uniqueItems": True}, "end": ""}]},
+         "tags.json: #/uniqueItems (uniqueItems): tags[0].content:"),
+        ({"tags": [{"begin": "<a>", "regex": "x", "end": ""}], "triggers": ["<b>"]}, "tags.json: tags[0].begin"),
+    ],
+)
+def test_bad_structural_tag_exits_2(tmp_path: Path, spec: dict, expected: str,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "tags.json"
+    path.write_text(json.dumps(spec))
+    status, _, err = run(["generate", "--tags", str(path), "--prompt", "x", *model_args()], capsys)
+    assert status == 2 and expected in err and "Traceback" not in err, err

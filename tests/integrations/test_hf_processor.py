@@ -117,3 +117,53 @@ def test_processor_starts_over_for_a_new_prompt_and_handles_batches() -> None:
 def test_processor_rejects_what_is_not_compiled() -> None:
     with pytest.raises(TypeError, match="CompiledGrammar"):
         GrammarLogitsProcessor(Grammar.from_gbnf('root ::= "x"'))
+
+
+def test_processor_masks_a_mixed_batch_in_one_bitmask() -> None:
+    """One call masks a batch whose rows are inside the grammar and out of it (left alone),
+    with logits padded past the vocabulary (padding masked)."""
+    _, _, compiled, vocabulary = _setup()
+    opening = compiled.matcher().forced_tokens()[0]
+    inside = compiled.matcher()
+    inside.accept_token(opening)
+    outside = next(i for i in range(vocabulary.size) if vocabulary.token_bytes[i] and not inside.allows(i))
+    processor = GrammarLogitsProcessor(compiled, prompt_length=1)
+    rows = torch.tensor([[1, opening], [1, outside]])
+    scores = torch.randn(2, vocabulary.size + 7)
+    before = scores.clone()
+    processor(rows, scores)
+    expected = before[0].clone()
+    inside.apply_mask(expected)
+    assert torch.equal(scores[0], expected)
+    assert torch.isinf(scores[0, vocabulary.size:]).all()
+    assert torch.equal(scores[1], before[1])
+
+
+def test_processor_computes_the_guessed_next_mask_in_the_background() -> None:
+    """After a call, the state after each row's masked argmax has its mask computed by the
+    worker before the next call needs it."""
+    _, _, compiled, vocabulary = _setup()
+    processor = GrammarLogitsProcessor(compiled, prompt_length=1)
+    scores = torch.randn(1, vocabulary.size)
+    processor(torch.tensor([[1]]), scores)
+    guess = int(scores[0].argmax())
+    processor._pending.result()
+    following = compiled.matcher()
+    assert following.accept_token(guess)
+    assert compiled.known_mask_words(following.state) is not None
+
+
+def test_processor_with_a_structural_tag() -> None:
+    from structspec import StructuralTag, Tag
+
+    tok = tokenizer("llama2")
+    model = tiny_llama(len(tok), 3)
+    vocabulary = Vocabulary.from_tokenizer(tok, vocab_size=model.config.vocab_size)
+    tags = StructuralTag([Tag("<rec>", SCHEMA, "</rec>")], min_segments=1, max_segments=1, free_text=False)
+    compiled = structspec.compile(tags, vocabulary)
+    ids = _generate(model, tok, compiled)
+    matcher = compiled.matcher()
+    assert matcher.accept_tokens(ids) == len(ids)
+    assert matcher.is_accepting()
+    (segment,) = tags.parse(_text(vocabulary, ids)).segments
+    jsonschema.validate(segment.value, SCHEMA)

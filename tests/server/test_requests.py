@@ -144,9 +144,12 @@ def test_too_few_tokens_is_named_by_the_field_the_client_sent(http: httpx.Client
 @pytest.mark.parametrize(
     ("body", "param", "code"),
     [
-        ({"tools": [TOOL]}, "tools", "unsupported_parameter"),
-        ({"tool_choice": "auto"}, "tool_choice", "unsupported_parameter"),
-        ({"parallel_tool_calls": True}, "parallel_tool_calls", "unsupported_parameter"),
+        ({"functions": [TOOL["function"]]}, "functions", "unsupported_parameter"),
+        ({"function_call": "auto"}, "function_call", "unsupported_parameter"),
+        ({"tools": [{**TOOL, "function": {**TOOL["function"], "returns": "str"}}]}, "tools[0].function.returns",
+         "unknown_parameter"),
+        ({"messages": [{"role": "assistant", "content": "hi", "function_call": {"name": "f"}}]},
+         "messages[0].function_call", "unsupported_parameter"),
         ({"logprobs": True}, "logprobs", "unsupported_parameter"),
         ({"top_logprobs": 3}, "top_logprobs", "unsupported_parameter"),
         ({"stop": ["\n"]}, "stop", "unsupported_parameter"),
@@ -176,19 +179,21 @@ def test_fields_the_server_would_not_honour_are_a_400_naming_them(
 
 
 def test_fields_sent_with_the_value_that_turns_them_off_are_honoured(http: httpx.Client) -> None:
-    off = {"tools": None, "tool_choice": "none", "logprobs": False, "top_logprobs": 0, "presence_penalty": 0,
-           "frequency_penalty": 0.0, "stop": [], "logit_bias": {}, "user": None, "n": 1, "store": False}
+    off = {"tools": None, "tool_choice": "none", "function_call": "none", "logprobs": False, "top_logprobs": 0,
+           "presence_penalty": 0, "frequency_penalty": 0.0, "stop": [], "logit_bias": {}, "user": None, "n": 1,
+           "store": False}
     response = chat(http, grammar=YES_NO, **off)
     assert response.status_code == 200, response.text
     assert response.json()["choices"][0]["message"]["content"] in {"yes", "no"}
 
 
-def test_an_openai_client_sending_tools_gets_a_400(server: str) -> None:
+def test_an_openai_client_sending_the_deprecated_functions_gets_a_400(server: str) -> None:
     client = openai.OpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0, timeout=120)
     with pytest.raises(openai.BadRequestError) as caught:
-        client.chat.completions.create(model="stories", messages=MESSAGES, tools=[TOOL])
+        client.chat.completions.create(model="stories", messages=MESSAGES, functions=[TOOL["function"]])
     assert caught.value.status_code == 400
-    assert caught.value.body["param"] == "tools" and caught.value.body["code"] == "unsupported_parameter"
+    assert caught.value.body["param"] == "functions" and caught.value.body["code"] == "unsupported_parameter"
+    assert "give tools" in caught.value.body["message"]
 
 
 # -- field paths -----------------------------------------------------------------------------------------
@@ -200,7 +205,8 @@ def test_an_openai_client_sending_tools_gets_a_400(server: str) -> None:
         ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content", "a valid string or a valid list"),
         ({"messages": [MESSAGES[0], {"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
          "messages[1].content[0].type", "'text'"),
-        ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role", "'user'"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0]", "tool_call_id"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role", "'tool'"),
         ({"response_format": {"type": "json_schema", "json_schema": {"schema": "x"}}},
          "response_format.json_schema.schema", "dictionary"),
         ({"messages": "hi"}, "messages", "list"),

@@ -1,0 +1,58 @@
+"""Token masks computed in a worker thread while the model runs.
+
+A mask depends only on the tokens so far, so the masks a round will read -- at the committed
+text and after each token of the draft's main line -- can be computed during the target's
+forward. The native mask core releases the GIL while it sweeps, and compiled grammars cache
+masks per parse state (shared and thread-safe), so the round's own reads then find them ready.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from structspec.errors import GrammarError
+from structspec.masks.matcher import Matcher
+
+
+class MaskPrefetch:
+    """One worker thread that fills the mask caches along token sequences. Use it as a context
+    manager, or leave it to the garbage collector: its idle worker then exits."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="structspec-masks")
+        self._pending: Future | None = None
+
+    def __enter__(self) -> MaskPrefetch:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.wait()
+        self._pool.shutdown()
+
+    def start(self, walks: Iterable[tuple[Matcher, Sequence[int]]]) -> None:
+        """For each ``(matcher, tokens)``, compute the mask of the matcher's state and of the
+        states after each of ``tokens`` (on a copy taken now: the matcher is not moved)."""
+        self.wait()
+        copies = [(matcher.copy(), list(tokens)) for matcher, tokens in walks]
+        if copies:
+            self._pending = self._pool.submit(_masks_along, copies)
+
+    def wait(self) -> None:
+        """Block until the last prefetch is done (its masks are then cached)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+
+def _masks_along(walks: list[tuple[Matcher, list[int]]]) -> None:
+    """Fill the caches; a grammar error is left for the round's own read to raise."""
+    for matcher, tokens in walks:
+        try:
+            matcher.mask_words()
+            for token in tokens:
+                if not matcher.accept_token(token) or matcher.is_finished():
+                    break
+                matcher.mask_words()
+        except GrammarError:
+            continue

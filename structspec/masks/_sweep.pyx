@@ -1,0 +1,1021 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The token-mask hot path in C: a lazily determinized pushdown swept over the token trie.
+
+A *run state* is a parse state: a set of parse stacks and whether the root rule may end
+there. Stacks are interned frames ``(automaton state, parent frame)`` numbered in a C hash
+table, a run state is a sorted array of head frames interned the same way, and
+``trans[run_state * n_classes + byte_class]`` is filled on demand by advancing every head over
+the class's byte and closing the result (rule calls pushed, finished rules popped) -- the same
+steps as ``structspec.grammar.parse_state``, on integers. A sweep walks the trie depth first
+from given nodes, one table lookup per (node, run state) pair; a node whose whole subtree's
+rest bytes loop on its run state is accepted whole. Nothing here creates a Python object on
+the way to a mask, and sweeps run with the GIL released (callers serialize calls per object).
+"""
+
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy, memset
+
+import numpy as np
+
+cdef enum:
+    UNKNOWN = -2
+    DEAD = -1
+    ERR_STACKS = -3  # more than max_stacks heads: GrammarError E110
+    ERR_SIZE = -4  # the tables outgrew their limits (or memory): GrammarError E108
+
+cdef int MAX_CLOSED = 16  # run states a probed loop set may wander through
+
+
+cdef struct Node:  # one record of structspec.tokens.trie.NODE
+    int32_t child_lo, child_hi, row_lo, end_hi, row_hi, height, below_index, byte
+    uint64_t rest0, rest1
+
+
+cdef struct IVec:
+    int32_t* data
+    Py_ssize_t size
+    Py_ssize_t cap
+
+
+cdef inline void ivec_init(IVec* v) noexcept nogil:
+    v.data = NULL
+    v.size = v.cap = 0
+
+
+cdef int ivec_reserve(IVec* v, Py_ssize_t size) noexcept nogil:
+    """Room for ``size`` values in ``v``; -1 when memory runs out."""
+    cdef Py_ssize_t cap = v.cap if v.cap >= 64 else 64
+    cdef int32_t* grown
+    if size <= v.cap:
+        return 0
+    while cap < size:
+        cap *= 2
+    grown = <int32_t*> realloc(v.data, cap * sizeof(int32_t))
+    if grown == NULL:
+        return -1
+    v.data = grown
+    v.cap = cap
+    return 0
+
+
+cdef inline int ivec_push(IVec* v, int32_t x) noexcept nogil:
+    cdef Py_ssize_t cap
+    cdef int32_t* grown
+    if v.size == v.cap:
+        cap = 64 if v.cap < 64 else 2 * v.cap
+        grown = <int32_t*> realloc(v.data, cap * sizeof(int32_t))
+        if grown == NULL:
+            return -1
+        v.data = grown
+        v.cap = cap
+    v.data[v.size] = x
+    v.size += 1
+    return 0
+
+
+cdef inline uint64_t mix(uint64_t x) noexcept nogil:
+    x ^= x >> 30
+    x *= 0xbf58476d1ce4e5b9ULL
+    x ^= x >> 27
+    x *= 0x94d049bb133111ebULL
+    x ^= x >> 31
+    return x
+
+
+cdef int grow(void** pointer, Py_ssize_t old_bytes, Py_ssize_t new_bytes, int fill) noexcept nogil:
+    """Reallocate ``*pointer`` to ``new_bytes``, the new tail set to the byte ``fill``."""
+    cdef void* grown = realloc(pointer[0], new_bytes)
+    if grown == NULL:
+        return -1
+    memset(<char*> grown + old_bytes, fill, new_bytes - old_bytes)
+    pointer[0] = grown
+    return 0
+
+
+cdef class Pushdown:
+    """One grammar's lazily determinized pushdown over one vocabulary's token trie.
+
+    Built from flat arrays only (see ``structspec.masks.runner``); every table it fills is
+    private C memory, grown on demand up to ``max_frames`` frames and ``max_states`` run states.
+    Not thread-safe by itself: the caller holds a lock around :meth:`start` and :meth:`run`.
+    """
+
+    # grammar (read-only, owned by the numpy arrays kept below)
+    cdef const int32_t[:, ::1] class_table
+    cdef const int32_t[::1] byte_class
+    cdef const int32_t[::1] ref_off
+    cdef const int32_t[::1] ref_start
+    cdef const int32_t[::1] ref_ret
+    cdef const uint8_t[::1] final
+    cdef const uint8_t[::1] movable
+    cdef const uint8_t[::1] sink
+    cdef const uint8_t[::1] plain  # only byte moves: not final, no calls, no token edges
+    cdef const int32_t[::1] multi_seq  # UTF-8 multi-byte sequences: offsets into multi_pos
+    cdef const int32_t[::1] multi_pos  # per sequence position: offsets into multi_cls
+    cdef const int32_t[::1] multi_cls  # the byte classes of each position
+    cdef int n_classes
+    cdef int n_states
+    # trie (read-only)
+    cdef const Node* nodes
+    cdef const uint8_t[::1] t_byte  # each node's last byte, dense: a sweep reads a node's children's bytes together
+    cdef Py_ssize_t n_nodes
+    cdef const uint32_t[:, ::1] t_below_words
+    cdef const int32_t[::1] row_ids  # trie row -> token id
+    cdef const int32_t* ids_p  # raw pointers into row_ids, byte_class and t_byte for the hot loop
+    cdef const int32_t* class_p
+    cdef const uint8_t* byte_p
+    cdef object _keep  # the arrays above, kept alive
+    # frames
+    cdef int32_t* f_state
+    cdef int32_t* f_parent
+    cdef int32_t* f_seen
+    cdef readonly Py_ssize_t n_frames
+    cdef Py_ssize_t cap_frames
+    cdef int64_t* fh_keys
+    cdef int32_t* fh_vals
+    cdef Py_ssize_t fh_cap
+    # run states
+    cdef int32_t* rs_off
+    cdef IVec rs_heads
+    cdef uint64_t* rs_hash
+    cdef Py_ssize_t n_runs, cap_runs
+    cdef int32_t* rh_slots
+    cdef Py_ssize_t rh_cap
+    cdef int32_t* trans
+    cdef uint8_t* pops
+    cdef uint64_t* loops
+    cdef uint8_t* has_loop
+    cdef int32_t* visits
+    cdef int32_t* mb_end  # see char_end(): UNKNOWN until computed, per automaton state
+    cdef int32_t* uni_next  # see uniform(): UNKNOWN until computed, DEAD for none
+    cdef uint64_t* uni_words
+    cdef int32_t* jump_len  # see segment(): -1 until computed
+    cdef int32_t* jump_to
+    cdef int32_t* rs_seen
+    # scratch
+    cdef IVec tops, todo, heads, stack, found, chars
+    cdef int32_t max_id
+    cdef readonly Py_ssize_t expanded, probes  # counters for profiling: trie nodes expanded, loop probes
+    cdef readonly int probe_at  # expansions of a run state after which its loop set is probed
+    cdef readonly int chains_after  # expansions of a run state after which its counted chain is tried
+    cdef readonly int chain_height  # subtrees taller than this are expanded, not checked along a chain
+    cdef int32_t stamp, rs_stamp
+    cdef readonly Py_ssize_t max_frames, max_states, max_stacks
+
+    def __cinit__(self):
+        self.f_state = self.f_parent = self.f_seen = NULL
+        self.fh_keys = NULL
+        self.fh_vals = self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
+        self.uni_next = self.jump_len = self.jump_to = self.mb_end = NULL
+        self.uni_words = NULL
+        self.rs_hash = self.loops = NULL
+        self.pops = self.has_loop = NULL
+        ivec_init(&self.rs_heads); ivec_init(&self.tops); ivec_init(&self.todo); ivec_init(&self.heads)
+        ivec_init(&self.stack); ivec_init(&self.found); ivec_init(&self.chars)
+
+    def __init__(self, class_table, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
+                 multi_seq, multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
+                 int probe_at=256, int chains_after=8, int chain_height=32):
+        self._keep = (class_table, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain, multi_seq,
+                      multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids)
+        self.class_table = class_table
+        self.byte_class = byte_class
+        self.ref_off = ref_off
+        self.ref_start = ref_start
+        self.ref_ret = ref_ret
+        self.final = final
+        self.movable = movable
+        self.sink = sink
+        self.plain = plain
+        self.multi_seq = multi_seq
+        self.multi_pos = multi_pos
+        self.multi_cls = multi_cls
+        cdef const uint8_t[::1] raw = nodes.view(np.uint8).reshape(-1)
+        if nodes.dtype.itemsize != sizeof(Node) or raw.shape[0] == 0:
+            raise ValueError(f"trie nodes must be {sizeof(Node)}-byte records, at least the root")
+        self.nodes = <const Node*> &raw[0]
+        self.n_nodes = raw.shape[0] // sizeof(Node)
+        self.t_below_words = below_words
+        self.t_byte = trie_byte
+        self.byte_p = &self.t_byte[0]
+        self.class_p = &self.byte_class[0]
+        if self.t_byte.shape[0] != self.n_nodes:
+            raise ValueError("one byte per trie node")
+        self.row_ids = row_ids
+        self.ids_p = &self.row_ids[0] if self.row_ids.shape[0] else NULL
+        self.n_states = class_table.shape[0]
+        self.max_id = max_of(self.row_ids)
+        self.probe_at = probe_at
+        self.chains_after = chains_after
+        self.chain_height = chain_height
+        self.n_classes = class_table.shape[1]
+        self.max_frames, self.max_states, self.max_stacks = max_frames, max_states, max_stacks
+        self.stamp = self.rs_stamp = 0
+        self.n_frames = self.n_runs = 0
+        self.cap_frames = self.cap_runs = 0
+        self.fh_cap = self.rh_cap = 0
+        self.rs_off = <int32_t*> malloc(sizeof(int32_t))
+        self.mb_end = <int32_t*> malloc(max(self.n_states, 1) * sizeof(int32_t))
+        if self.rs_off == NULL or self.mb_end == NULL:
+            raise MemoryError()
+        for i in range(self.n_states):
+            self.mb_end[i] = UNKNOWN
+        self.rs_off[0] = 0
+        if self._grow_frames() or self._grow_runs() or self._rehash_frames(1024) or self._rehash_runs(256):
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_keys); free(self.fh_vals)
+        free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.trans); free(self.pops)
+        free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
+        free(self.uni_next); free(self.uni_words); free(self.jump_len); free(self.jump_to); free(self.mb_end)
+        free(self.rs_heads.data); free(self.tops.data); free(self.todo.data); free(self.heads.data)
+        free(self.stack.data); free(self.found.data); free(self.chars.data)
+
+    @property
+    def n_run_states(self) -> int:
+        return self.n_runs
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tables this object allocated (the grammar and trie arrays aside)."""
+        return (self.cap_frames * 12 + self.fh_cap * 12 + self.cap_runs * (4 * self.n_classes + 8 + 8 + 16 + 10 + 28)
+                + self.rh_cap * 4 + self.rs_heads.cap * 4)
+
+    # -- storage -----------------------------------------------------------------------------
+    cdef int _grow_frames(self) noexcept nogil:
+        cdef Py_ssize_t old = self.cap_frames, new = 4096 if old == 0 else 2 * old
+        if (grow(<void**> &self.f_state, old * 4, new * 4, 0) or grow(<void**> &self.f_parent, old * 4, new * 4, 0)
+                or grow(<void**> &self.f_seen, old * 4, new * 4, 0)):
+            return -1
+        self.cap_frames = new
+        return 0
+
+    cdef int _rehash_frames(self, Py_ssize_t cap) noexcept nogil:
+        cdef int64_t* keys = <int64_t*> malloc(cap * sizeof(int64_t))
+        cdef int32_t* vals = <int32_t*> malloc(cap * sizeof(int32_t))
+        cdef Py_ssize_t i, slot
+        if keys == NULL or vals == NULL:
+            free(keys); free(vals)
+            return -1
+        memset(keys, 0xff, cap * sizeof(int64_t))
+        for i in range(self.fh_cap):
+            if self.fh_keys[i] >= 0:
+                slot = mix(self.fh_keys[i]) & (cap - 1)
+                while keys[slot] >= 0:
+                    slot = (slot + 1) & (cap - 1)
+                keys[slot] = self.fh_keys[i]
+                vals[slot] = self.fh_vals[i]
+        free(self.fh_keys); free(self.fh_vals)
+        self.fh_keys, self.fh_vals, self.fh_cap = keys, vals, cap
+        return 0
+
+    cdef int32_t frame(self, int32_t state, int32_t parent) noexcept nogil:
+        """The interned frame ``state`` on ``parent`` (-1: none), or ERR_SIZE."""
+        cdef int64_t key = (<int64_t> state << 32) | <uint32_t> (parent + 1)
+        cdef Py_ssize_t slot = mix(key) & (self.fh_cap - 1)
+        cdef int32_t found
+        while self.fh_keys[slot] >= 0:
+            if self.fh_keys[slot] == key:
+                return self.fh_vals[slot]
+            slot = (slot + 1) & (self.fh_cap - 1)
+        if self.n_frames >= self.max_frames:
+            return ERR_SIZE
+        if self.n_frames == self.cap_frames and self._grow_frames():
+            return ERR_SIZE
+        found = <int32_t> self.n_frames
+        self.n_frames += 1
+        self.f_state[found] = state
+        self.f_parent[found] = parent
+        self.fh_keys[slot] = key
+        self.fh_vals[slot] = found
+        if 2 * self.n_frames > self.fh_cap and self._rehash_frames(2 * self.fh_cap):
+            return ERR_SIZE
+        return found
+
+    cdef int _grow_runs(self) noexcept nogil:
+        cdef Py_ssize_t old = self.cap_runs, new = 256 if old == 0 else 2 * old
+        cdef Py_ssize_t k = self.n_classes
+        if (grow(<void**> &self.rs_off, (old + 1) * 4 if old else 4, (new + 1) * 4, 0)
+                or grow(<void**> &self.rs_hash, old * 8, new * 8, 0)
+                or grow(<void**> &self.trans, old * k * 4, new * k * 4, 0xfe)  # 0xfefefefe < -2: fixed below
+                or grow(<void**> &self.pops, old, new, 0) or grow(<void**> &self.loops, old * 16, new * 16, 0)
+                or grow(<void**> &self.has_loop, old, new, 0) or grow(<void**> &self.visits, old * 4, new * 4, 0)
+                or grow(<void**> &self.rs_seen, old * 4, new * 4, 0)
+                or grow(<void**> &self.uni_next, old * 4, new * 4, 0xfe)
+                or grow(<void**> &self.uni_words, old * 16, new * 16, 0)
+                or grow(<void**> &self.jump_len, old * 4, new * 4, 0xff)
+                or grow(<void**> &self.jump_to, old * 4, new * 4, 0)):
+            return -1
+        cdef Py_ssize_t i
+        for i in range(old * k, new * k):
+            self.trans[i] = UNKNOWN
+        for i in range(old, new):
+            self.uni_next[i] = UNKNOWN
+        self.cap_runs = new
+        return 0
+
+    cdef int _rehash_runs(self, Py_ssize_t cap) noexcept nogil:
+        cdef int32_t* slots = <int32_t*> malloc(cap * sizeof(int32_t))
+        cdef Py_ssize_t r, slot
+        if slots == NULL:
+            return -1
+        memset(slots, 0xff, cap * sizeof(int32_t))
+        for r in range(self.n_runs):
+            slot = self.rs_hash[r] & (cap - 1)
+            while slots[slot] >= 0:
+                slot = (slot + 1) & (cap - 1)
+            slots[slot] = <int32_t> r
+        free(self.rh_slots)
+        self.rh_slots, self.rh_cap = slots, cap
+        return 0
+
+    cdef int32_t intern_run(self, IVec* heads, bint accepting) noexcept nogil:
+        """The run state of the sorted ``heads`` and ``accepting``, numbered on first sight."""
+        cdef uint64_t h = mix(<uint64_t> accepting + 0x9e3779b97f4a7c15ULL)
+        cdef Py_ssize_t i, slot, n = heads.size
+        cdef int32_t r, lo
+        for i in range(n):
+            h = mix(h ^ (<uint64_t> heads.data[i] + 0x9e3779b97f4a7c15ULL))
+        slot = h & (self.rh_cap - 1)
+        while self.rh_slots[slot] >= 0:
+            r = self.rh_slots[slot]
+            if self.rs_hash[r] == h and self.pops[r] == accepting and self.rs_off[r + 1] - self.rs_off[r] == n:
+                lo = self.rs_off[r]
+                for i in range(n):
+                    if self.rs_heads.data[lo + i] != heads.data[i]:
+                        break
+                else:
+                    return r
+            slot = (slot + 1) & (self.rh_cap - 1)
+        if self.n_runs >= self.max_states:
+            return ERR_SIZE
+        if self.n_runs == self.cap_runs and self._grow_runs():
+            return ERR_SIZE
+        r = <int32_t> self.n_runs
+        for i in range(n):
+            if ivec_push(&self.rs_heads, heads.data[i]):
+                return ERR_SIZE
+        self.n_runs += 1
+        self.rs_off[r + 1] = <int32_t> self.rs_heads.size
+        self.rs_hash[r] = h
+        self.pops[r] = accepting
+        self.rh_slots[slot] = r
+        self._self_loops(r)
+        if 2 * self.n_runs > self.rh_cap and self._rehash_runs(2 * self.rh_cap):
+            return ERR_SIZE
+        return r
+
+    cdef void _self_loops(self, int32_t r) noexcept nogil:
+        """The bytes on which every stack of ``r`` stays put: its heads' shared self-loops."""
+        cdef uint8_t ok[256]
+        cdef uint8_t cls_ok[256]
+        cdef Py_ssize_t i, c, b
+        cdef int32_t q
+        cdef int lo = self.rs_off[r], hi = self.rs_off[r + 1]
+        if lo == hi:
+            return
+        for c in range(self.n_classes):
+            cls_ok[c] = 1
+        for i in range(lo, hi):
+            q = self.f_state[self.rs_heads.data[i]]
+            for c in range(self.n_classes):
+                if self.class_table[q, c] != q:
+                    cls_ok[c] = 0
+        for b in range(256):
+            ok[b] = cls_ok[self.byte_class[b]]
+        self._set_loops(r, ok, 0)
+
+    cdef void _set_loops(self, int32_t r, uint8_t* ok, bint utf8) noexcept nogil:
+        """OR into ``loops[r]`` the loop words of the bytes ``ok`` (see :func:`loop_words`)."""
+        cdef uint64_t low, high
+        set_words(ok, utf8, &low, &high)
+        self.loops[2 * r] |= low
+        self.loops[2 * r + 1] |= high
+        self.has_loop[r] = (self.loops[2 * r] | self.loops[2 * r + 1]) != 0
+
+    # -- the pushdown ------------------------------------------------------------------------
+    cdef int32_t close(self, IVec* tops) noexcept nogil:
+        """The run state of the closure of the frames ``tops`` (rule calls pushed, finished
+        rules popped), DEAD when nothing is left, or an error code."""
+        cdef IVec* todo = &self.todo
+        cdef IVec* heads = &self.heads
+        cdef Py_ssize_t i
+        cdef int32_t top, q, parent, below, callee
+        cdef bint accepting = 0
+        self.stamp += 1
+        if self.stamp == 0x7fffffff:
+            memset(self.f_seen, 0, self.cap_frames * 4)
+            self.stamp = 1
+        todo.size = heads.size = 0
+        for i in range(tops.size):
+            if ivec_push(todo, tops.data[i]):
+                return ERR_SIZE
+        while todo.size:
+            todo.size -= 1
+            top = todo.data[todo.size]
+            if self.f_seen[top] == self.stamp:
+                continue
+            self.f_seen[top] = self.stamp
+            q = self.f_state[top]
+            parent = self.f_parent[top]
+            if self.movable[q]:
+                if ivec_push(heads, top):
+                    return ERR_SIZE
+            for i in range(self.ref_off[q], self.ref_off[q + 1]):
+                below = parent if self.sink[self.ref_ret[i]] else self.frame(self.ref_ret[i], parent)
+                if below < -1:
+                    return below
+                callee = self.frame(self.ref_start[i], below)
+                if callee < 0:
+                    return callee
+                if ivec_push(todo, callee):
+                    return ERR_SIZE
+            if self.final[q]:
+                if parent < 0:
+                    accepting = 1
+                elif ivec_push(todo, parent):
+                    return ERR_SIZE
+        if heads.size > self.max_stacks:
+            return ERR_STACKS
+        if heads.size == 0 and not accepting:
+            return DEAD
+        sort_ints(heads.data, heads.size)
+        return self.intern_run(heads, accepting)
+
+    cdef int32_t fill(self, int32_t r, int c) noexcept nogil:
+        """``trans[r, c]``, computed on first use."""
+        cdef int32_t found = self.trans[r * self.n_classes + c]
+        cdef Py_ssize_t i
+        cdef int32_t h, q2, top
+        if found != UNKNOWN:
+            return found
+        self.tops.size = 0
+        for i in range(self.rs_off[r], self.rs_off[r + 1]):
+            h = self.rs_heads.data[i]
+            q2 = self.class_table[self.f_state[h], c]
+            if q2 >= 0:
+                top = self.frame(q2, self.f_parent[h])
+                if top < 0:
+                    return top
+                if ivec_push(&self.tops, top):
+                    return ERR_SIZE
+        found = DEAD if self.tops.size == 0 else self.close(&self.tops)
+        if found >= DEAD:
+            self.trans[r * self.n_classes + c] = found
+        return found
+
+    # -- loop probes -------------------------------------------------------------------------
+    cdef int _add_reached(self, int32_t target, int32_t step, int32_t* reached_step) noexcept nogil:
+        """Remember ``target`` (first reached by ``step``); -1 when the closure overflows."""
+        cdef Py_ssize_t i
+        for i in range(self.found.size):
+            if self.found.data[i] == target:
+                return 0
+        if self.found.size >= MAX_CLOSED + 1:
+            return -1
+        reached_step[self.found.size] = step
+        return ivec_push(&self.found, target)
+
+    cdef int32_t _broken_step(self, int32_t state, uint8_t* allowed, bint utf8) noexcept nogil:
+        """The step to drop (a class, or n_classes for "whole characters") so that the run
+        states reached from ``state`` by ``allowed`` classes (and characters) all stay alive
+        among at most MAX_CLOSED; -1 when none needs dropping, -2 on overflow, -3 on error."""
+        cdef int32_t reached_step[32]
+        cdef Py_ssize_t at = 0, i, s, p, k
+        cdef int32_t current, c, t, via, step, utf8_step = self.n_classes
+        cdef Py_ssize_t seq_lo, seq_hi, mark
+        self.found.size = 0
+        ivec_push(&self.found, state)
+        reached_step[0] = -1
+        while at < self.found.size:
+            current = self.found.data[at]
+            via = reached_step[at]
+            at += 1
+            for c in range(self.n_classes):
+                if not allowed[c]:
+                    continue
+                t = self.fill(current, c)
+                if t < DEAD:
+                    return -3
+                step = c if via < 0 else via
+                if t == DEAD:
+                    return step
+                if self._add_reached(t, step, reached_step):
+                    return -2
+            if not utf8:
+                continue
+            step = utf8_step if via < 0 else via
+            for s in range(self.multi_seq.shape[0] - 1):
+                self.chars.size = 0
+                ivec_push(&self.chars, current)
+                for p in range(self.multi_seq[s], self.multi_seq[s + 1]):
+                    mark = self.chars.size
+                    self.rs_stamp += 1
+                    for i in range(mark):
+                        for k in range(self.multi_pos[p], self.multi_pos[p + 1]):
+                            t = self.fill(self.chars.data[i], self.multi_cls[k])
+                            if t < DEAD:
+                                return -3
+                            if t == DEAD:
+                                return step
+                            if self.rs_seen[t] != self.rs_stamp:
+                                self.rs_seen[t] = self.rs_stamp
+                                ivec_push(&self.chars, t)
+                    # keep only this position's states
+                    for i in range(self.chars.size - mark):
+                        self.chars.data[i] = self.chars.data[mark + i]
+                    self.chars.size -= mark
+                for i in range(self.chars.size):
+                    if self._add_reached(self.chars.data[i], step, reached_step):
+                        return -2
+        return -1
+
+    cdef void probe(self, int32_t state) noexcept nogil:
+        """Learn a loop set of ``state``: the largest set of byte classes (and, if possible,
+        whole multi-byte characters) under which the run states reachable from it stay few
+        and all alive, found by dropping the step that first reached a breaking state."""
+        cdef uint8_t allowed[256]
+        cdef uint8_t ok[256]
+        cdef bint utf8 = 1
+        cdef int32_t c, broken, t
+        cdef int b
+        for c in range(self.n_classes):
+            t = self.fill(state, c)
+            if t < DEAD:
+                return
+            allowed[c] = t >= 0
+        while True:
+            broken = self._broken_step(state, allowed, utf8)
+            if broken == -1:
+                break
+            if broken < -1:
+                return
+            if broken == self.n_classes:
+                utf8 = 0
+            else:
+                allowed[broken] = 0
+        for b in range(256):
+            ok[b] = allowed[self.byte_class[b]]
+        self._set_loops(state, ok, utf8)
+
+    # -- counted repetition -------------------------------------------------------------------
+    cdef int32_t uniform(self, int32_t s) noexcept nogil:
+        """The run state most bytes lead ``s`` to, and in ``uni_words[s]`` the loop words of
+        the bytes (and, if every one does, the whole multi-byte characters) that lead there;
+        DEAD when every byte dies, an error code on error. A counted repetition (``x{16}``,
+        a ``maxLength`` string) is a chain of such steps, one state per count."""
+        cdef int32_t found = self.uni_next[s], t, best = DEAD
+        cdef int32_t counts[256]
+        cdef int32_t targets[256]
+        cdef uint8_t ok[256]
+        cdef int n_targets = 0, c, b, i, most = 0
+        cdef bint utf8 = 1
+        cdef Py_ssize_t seq, p, k, mark, j
+        cdef uint64_t low, high
+        if found != UNKNOWN:
+            return found
+        for c in range(self.n_classes):
+            t = self.fill(s, c)
+            if t < DEAD:
+                return t
+        for b in range(256):
+            t = self.trans[s * self.n_classes + self.byte_class[b]]
+            if t < 0:
+                continue
+            for i in range(n_targets):
+                if targets[i] == t:
+                    counts[i] += 1
+                    break
+            else:
+                targets[n_targets] = t
+                counts[n_targets] = 1
+                n_targets += 1
+        for i in range(n_targets):
+            if counts[i] > most:
+                most, best = counts[i], targets[i]
+        if best >= 0:
+            for b in range(256):
+                ok[b] = self.trans[s * self.n_classes + self.byte_class[b]] == best
+            utf8 = self.chars_uniform(s, ok)
+            set_words(ok, utf8, &low, &high)
+            self.uni_words[2 * s] = low
+            self.uni_words[2 * s + 1] = high
+        self.uni_next[s] = best
+        return best
+
+    cdef int32_t char_end(self, int32_t q) noexcept nogil:
+        """The automaton state every well-formed multi-byte character leads ``q`` to through
+        plain states (byte moves only), DEAD when none can start, UNKNOWN when they differ
+        (or pass a state with calls or ends)."""
+        cdef int32_t found = self.mb_end[q], x, y, end = UNKNOWN
+        cdef Py_ssize_t seq, p, k
+        cdef bint dead = 1
+        if found != UNKNOWN or q >= self.n_states:
+            return found
+        for seq in range(self.multi_seq.shape[0] - 1):
+            p = self.multi_seq[seq]
+            for k in range(self.multi_pos[p], self.multi_pos[p + 1]):
+                if self.class_table[q, self.multi_cls[k]] >= 0:
+                    dead = 0
+        if dead:
+            self.mb_end[q] = DEAD
+            return DEAD
+        for seq in range(self.multi_seq.shape[0] - 1):
+            x = q
+            for p in range(self.multi_seq[seq], self.multi_seq[seq + 1]):
+                if p > self.multi_seq[seq] and not self.plain[x]:
+                    return self._no_char_end(q)
+                y = UNKNOWN
+                for k in range(self.multi_pos[p], self.multi_pos[p + 1]):
+                    if y == UNKNOWN:
+                        y = self.class_table[x, self.multi_cls[k]]
+                    elif self.class_table[x, self.multi_cls[k]] != y:
+                        return self._no_char_end(q)
+                if y < 0:
+                    return self._no_char_end(q)
+                x = y
+            if end == UNKNOWN:
+                end = x
+            elif end != x:
+                return self._no_char_end(q)
+        self.mb_end[q] = end
+        return end
+
+    cdef int32_t _no_char_end(self, int32_t q) noexcept nogil:
+        self.mb_end[q] = -3  # computed: no common end
+        return UNKNOWN
+
+    cdef bint chars_uniform(self, int32_t s, uint8_t* ok) noexcept nogil:
+        """Whether every well-formed multi-byte character leads ``s`` where the ASCII bytes
+        ``ok`` do: each head's character end is its move on such a byte (or both die)."""
+        cdef int b, c0 = -1
+        cdef Py_ssize_t i
+        cdef int32_t q, e
+        for b in range(1, 127):
+            if ok[b]:
+                c0 = self.byte_class[b]
+                break
+        if c0 < 0:
+            return 0
+        for i in range(self.rs_off[s], self.rs_off[s + 1]):
+            q = self.f_state[self.rs_heads.data[i]]
+            e = self.char_end(q)
+            if e == UNKNOWN or e == -3 or e != self.class_table[q, c0]:
+                return 0
+        return 1
+
+    cdef int32_t segment(self, int32_t s) noexcept nogil:
+        """How many steps from ``s`` the uniform chain keeps ``s``'s loop words (every state
+        alive; capped past ``chain_height`` and the longest token), with ``jump_to[s]`` the state after them; an
+        error code on error. Filled backwards along the chain, so each state is walked once."""
+        cdef int32_t t = s, nxt, cap = min(self.chain_height, self.nodes[0].height) + 1, n, k, length
+        cdef uint64_t w0 = self.uni_words[2 * s], w1 = self.uni_words[2 * s + 1]
+        if self.jump_len[s] >= 0:
+            return self.jump_len[s]
+        self.chars.size = 0
+        while True:
+            if ivec_push(&self.chars, t):
+                return ERR_SIZE
+            nxt = self.uni_next[t]  # computed: t's words were read
+            if nxt == t:  # a loop: the words hold for ever
+                length = cap
+                break
+            if nxt < 0:
+                length = 1
+                nxt = t
+                break
+            if self.uniform(nxt) < DEAD:
+                return ERR_SIZE
+            if self.uni_words[2 * nxt] != w0 or self.uni_words[2 * nxt + 1] != w1:
+                length = 1
+                break
+            if self.jump_len[nxt] >= 0:
+                length = self.jump_len[nxt] + 1
+                nxt = self.jump_to[nxt]
+                break
+            if self.chars.size >= cap:
+                length = 1
+                break
+            t = nxt
+        n = self.chars.size
+        for k in range(n - 1, -1, -1):
+            t = self.chars.data[k]
+            self.jump_len[t] = length if length < cap else cap
+            self.jump_to[t] = nxt
+            length += 1
+        return self.jump_len[s]
+
+    cdef int chain_accepts(self, int32_t s, int32_t node) noexcept nogil:
+        """Whether every token below ``node`` stays alive from ``s``: at each of the node's
+        ``height`` steps, the rest bytes lead every state of the chain to the same next state
+        (1 yes, 0 no, or an error code)."""
+        cdef int32_t h = self.nodes[node].height, t, k
+        cdef uint64_t r0 = self.nodes[node].rest0, r1 = self.nodes[node].rest1
+        while h > 0:
+            t = self.uniform(s)
+            if t < DEAD:
+                return t
+            if t == DEAD or (r0 & ~self.uni_words[2 * s]) or (r1 & ~self.uni_words[2 * s + 1]):
+                return 0
+            k = self.segment(s)
+            if k < 0:
+                return k
+            if k >= h:
+                return 1
+            h -= k
+            s = self.jump_to[s]
+        return 1
+
+    # -- sweeps ------------------------------------------------------------------------------
+    cdef inline void accept(self, uint32_t* words, int32_t lo, int32_t hi) noexcept nogil:
+        cdef int32_t r, token
+        cdef const int32_t* ids = self.ids_p
+        for r in range(lo, hi):
+            token = ids[r]
+            words[token >> 5] |= (<uint32_t> 1) << (token & 31)
+
+    cdef inline void accept_below(self, uint32_t* words, int32_t node) noexcept nogil:
+        """Accept every token strictly below ``node``."""
+        cdef int32_t big = self.nodes[node].below_index
+        cdef Py_ssize_t i, n
+        cdef const uint32_t* row
+        if big < 0:
+            self.accept(words, self.nodes[node].end_hi, self.nodes[node].row_hi)
+            return
+        n = self.t_below_words.shape[1]
+        row = &self.t_below_words[big, 0]
+        for i in range(n):
+            words[i] |= row[i]
+
+    cdef inline int settled(self, int32_t node, int32_t s) noexcept nogil:
+        """Whether every token below ``node`` (an alive node in run state ``s``) is consumed
+        alive, by the loop set or the counted chain of ``s`` (1 yes, 0 no, or an error)."""
+        cdef const Node* rec = &self.nodes[node]
+        cdef const uint64_t* loops
+        if rec.child_lo == rec.child_hi:
+            return 1
+        if self.has_loop[s]:
+            loops = self.loops + 2 * s
+            if (rec.rest0 & ~loops[0]) == 0 and (rec.rest1 & ~loops[1]) == 0:
+                return 1
+        if self.visits[s] < self.chains_after or rec.height > self.chain_height:
+            return 0
+        if (self.jump_len[s] >= rec.height and (rec.rest0 & ~self.uni_words[2 * s]) == 0
+                and (rec.rest1 & ~self.uni_words[2 * s + 1]) == 0 and self.uni_next[s] >= 0):
+            return 1  # the chain's first segment is long enough
+        return self.chain_accepts(s, node)
+
+    cdef bint wide(self, int32_t s) noexcept nogil:
+        """Whether most bytes keep ``s`` on its loop or chain (inside a string): a subtree is
+        then cheaper to take whole and prune than to collect token by token."""
+        cdef int32_t t = self.uniform(s)
+        if self.has_loop[s] and popcount(self.loops[2 * s]) + popcount(self.loops[2 * s + 1]) >= 64:
+            return 1
+        return t >= 0 and popcount(self.uni_words[2 * s]) + popcount(self.uni_words[2 * s + 1]) >= 64
+
+    cdef inline void reject(self, uint32_t* words, int32_t lo, int32_t hi) noexcept nogil:
+        cdef int32_t r, token
+        cdef const int32_t* ids = self.ids_p
+        for r in range(lo, hi):
+            token = ids[r]
+            words[token >> 5] &= ~((<uint32_t> 1) << (token & 31))
+
+    cdef int32_t sweep(self, int32_t start, uint32_t* words, IVec* stack) noexcept nogil:
+        """OR into ``words`` every token whose bytes run state ``start`` consumes alive: a
+        depth-first walk of the trie from the root, one transition per (node, run state).
+
+        A node is expanded in one of two modes. Collecting (the default), each alive child's
+        exact tokens are set and so is a settled child's subtree. Pruning (entered at a node
+        with precomputed mask words, in a wide run state), the node's whole subtree is set
+        first and a dead child's subtree is cleared: inside a string, far fewer tokens die
+        than live. Each token is decided by exactly one node, so the modes never overlap."""
+        cdef int32_t node, s, child, t, c, lo, hi, big
+        cdef int done
+        cdef bint pruning
+        cdef Py_ssize_t i, n_words = self.t_below_words.shape[1]
+        cdef const uint32_t* row
+        cdef const Node* rec
+        stack.size = 0
+        done = self.settled(0, start)
+        if done < 0:
+            return done
+        if done:
+            self.accept_below(words, 0)
+            return 0
+        if ivec_push(stack, 0) or ivec_push(stack, start):
+            return ERR_SIZE
+        while stack.size:
+            stack.size -= 2
+            node = stack.data[stack.size]
+            s = stack.data[stack.size + 1]
+            pruning = node < 0
+            if pruning:
+                node = -node - 1
+            self.visits[s] += 1
+            self.expanded += 1
+            if self.visits[s] == self.probe_at:
+                self.probes += 1
+                self.probe(s)
+            big = self.nodes[node].below_index
+            if not pruning and big >= 0 and self.wide(s):
+                row = &self.t_below_words[big, 0]
+                for i in range(n_words):
+                    words[i] |= row[i]
+                pruning = 1
+            lo = self.nodes[node].child_lo
+            hi = self.nodes[node].child_hi
+            if ivec_reserve(stack, stack.size + 2 * (hi - lo)):
+                return ERR_SIZE
+            for child in range(lo, hi):
+                c = self.class_p[self.byte_p[child]]
+                t = self.trans[s * self.n_classes + c]
+                if t == UNKNOWN:
+                    t = self.fill(s, c)
+                    if t < DEAD:
+                        return t
+                rec = &self.nodes[child]
+                if t < 0:
+                    if pruning:
+                        self.reject(words, rec.row_lo, rec.row_hi)
+                    continue
+                if not pruning:
+                    self.accept(words, rec.row_lo, rec.end_hi)
+                done = self.settled(child, t)
+                if done < 0:
+                    return done
+                if done:
+                    if not pruning:
+                        self.accept_below(words, child)
+                    continue
+                stack.data[stack.size] = -child - 1 if pruning else child
+                stack.data[stack.size + 1] = t
+                stack.size += 2
+        return 0
+
+    cdef void clear(self) noexcept nogil:
+        """Forget every frame and run state (the tables keep their memory)."""
+        cdef Py_ssize_t i
+        memset(self.fh_keys, 0xff, self.fh_cap * sizeof(int64_t))
+        memset(self.rh_slots, 0xff, self.rh_cap * sizeof(int32_t))
+        memset(self.f_seen, 0, self.cap_frames * 4)
+        for i in range(self.n_runs * self.n_classes):
+            self.trans[i] = UNKNOWN
+        for i in range(self.n_runs):
+            self.uni_next[i] = UNKNOWN
+        memset(self.jump_len, 0xff, self.n_runs * 4)
+        memset(self.pops, 0, self.n_runs)
+        memset(self.has_loop, 0, self.n_runs)
+        memset(self.loops, 0, self.n_runs * 16)
+        memset(self.visits, 0, self.n_runs * 4)
+        memset(self.rs_seen, 0, self.n_runs * 4)
+        self.n_frames = self.n_runs = 0
+        self.rs_heads.size = 0
+        self.stamp = self.rs_stamp = 0
+
+    cdef int32_t state_of(self, const int32_t* states, const int32_t* offsets, Py_ssize_t n_heads,
+                          bint accepting) noexcept nogil:
+        """The run state of the stacks ``states[offsets[i]:offsets[i + 1]]`` (automaton states,
+        top first), which must be closed (every top can move)."""
+        cdef Py_ssize_t i, j
+        cdef int32_t parent
+        self.heads.size = 0
+        for i in range(n_heads):
+            parent = -1
+            for j in range(offsets[i + 1] - 1, offsets[i] - 1, -1):
+                parent = self.frame(states[j], parent)
+                if parent < 0:
+                    return parent
+            if ivec_push(&self.heads, parent):
+                return ERR_SIZE
+        sort_ints(self.heads.data, self.heads.size)
+        j = 0
+        for i in range(self.heads.size):  # drop duplicates
+            if i == 0 or self.heads.data[i] != self.heads.data[j - 1]:
+                self.heads.data[j] = self.heads.data[i]
+                j += 1
+        self.heads.size = j
+        if self.heads.size > self.max_stacks:
+            return ERR_STACKS
+        return self.intern_run(&self.heads, accepting)
+
+    # -- Python entry points -----------------------------------------------------------------
+    def mask(self, const int32_t[::1] states, const int32_t[::1] offsets, bint accepting, uint32_t[::1] words,
+             Py_ssize_t max_bytes):
+        """OR into ``words`` (packed, bit ``j`` of word ``i`` = token ``32 * i + j``) every text
+        token whose bytes the parse state of the given stacks (automaton states, top first:
+        ``states[offsets[i]:offsets[i + 1]]`` for stack ``i``) consumes. Past ``max_bytes`` of
+        tables, they are cleared first. Returns 0, or ERR_STACKS / ERR_SIZE (``words`` partial)."""
+        cdef Py_ssize_t i, n_heads = offsets.shape[0] - 1
+        cdef int32_t code
+        if n_heads < 0 or (n_heads and (offsets[0] != 0 or offsets[n_heads] != states.shape[0])):
+            raise ValueError("offsets must run from 0 to len(states)")
+        for i in range(n_heads):
+            if offsets[i + 1] <= offsets[i]:
+                raise ValueError(f"stack {i} is empty")
+        for i in range(states.shape[0]):
+            if not 0 <= states[i] < self.n_states:
+                raise ValueError(f"automaton state {states[i]} is outside 0..{self.n_states - 1}")
+        if words.shape[0] * 32 <= self.max_id:
+            raise ValueError(f"{words.shape[0]} mask words cannot hold token id {self.max_id}")
+        if not n_heads:
+            return 0
+        with nogil:
+            if self.nbytes_now() > max_bytes:
+                self.clear()
+            code = self.state_of(&states[0], &offsets[0], n_heads, accepting)
+            if code >= 0:
+                code = self.sweep(code, &words[0], &self.stack)
+        return code
+
+    cdef Py_ssize_t nbytes_now(self) noexcept nogil:
+        return self.n_frames * 12 + self.n_runs * (4 * self.n_classes + 68) + self.rs_heads.size * 4
+
+
+cdef void set_words(const uint8_t* ok, bint utf8, uint64_t* low_out, uint64_t* high_out) noexcept nogil:
+    cdef uint64_t low = 0, high = 0
+    cdef bint all_high = 1
+    cdef int b
+    for b in range(128, 256):
+        if not ok[b]:
+            all_high = 0
+            break
+    for b in range(1, 127):
+        if ok[b]:
+            if b < 64:
+                low |= (<uint64_t> 1) << b
+            else:
+                high |= (<uint64_t> 1) << (b - 64)
+    if ok[0] and all_high:
+        low |= 1
+    if ok[127] and (all_high or utf8):
+        high |= (<uint64_t> 1) << 63
+    low_out[0] = low
+    high_out[0] = high
+
+
+def loop_words(const uint8_t[::1] flags, bint utf8_loops=False):
+    """The loop side of the subset test against a trie node's rest set
+    (:mod:`structspec.tokens.trie`): the bytes ``flags`` (256 entries) that keep a run state
+    where it is, as two 64-bit words. Bits 1-126 are those bytes; bit 0 needs NUL and every
+    byte >= 0x80 (any byte string of them stays); bit 127 needs DEL and either every byte
+    >= 0x80 or ``utf8_loops`` (every well-formed multi-byte character comes back)."""
+    if flags.shape[0] != 256:
+        raise ValueError(f"loop_words takes 256 byte flags, got {flags.shape[0]}")
+    cdef uint64_t low, high
+    set_words(&flags[0], utf8_loops, &low, &high)
+    return low, high
+
+
+cdef inline int popcount(uint64_t x) noexcept nogil:
+    cdef int n = 0
+    while x:
+        x &= x - 1
+        n += 1
+    return n
+
+
+cdef int32_t max_of(const int32_t[::1] values) noexcept nogil:
+    cdef int32_t best = -1
+    cdef Py_ssize_t i
+    for i in range(values.shape[0]):
+        if values[i] > best:
+            best = values[i]
+    return best
+
+
+cdef void sort_ints(int32_t* a, Py_ssize_t n) noexcept nogil:
+    """Insertion sort for the short arrays here, heap sort beyond."""
+    cdef Py_ssize_t i, j
+    cdef int32_t x
+    if n < 32:
+        for i in range(1, n):
+            x = a[i]
+            j = i - 1
+            while j >= 0 and a[j] > x:
+                a[j + 1] = a[j]
+                j -= 1
+            a[j + 1] = x
+        return
+    for i in range(n // 2 - 1, -1, -1):
+        sift(a, i, n)
+    for i in range(n - 1, 0, -1):
+        x = a[0]
+        a[0] = a[i]
+        a[i] = x
+        sift(a, 0, i)
+
+
+cdef inline void sift(int32_t* a, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t child
+    cdef int32_t x = a[i]
+    while 2 * i + 1 < n:
+        child = 2 * i + 1
+        if child + 1 < n and a[child + 1] > a[child]:
+            child += 1
+        if a[child] <= x:
+            break
+        a[i] = a[child]
+        i = child
+    a[i] = x

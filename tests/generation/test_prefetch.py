@@ -1,0 +1,42 @@
+"""Masks computed in a worker thread while the model runs: the cache holds every mask along
+the prefetched tokens, and a grammar error there is left for the reader to raise."""
+
+from __future__ import annotations
+
+import structspec
+from structspec import Grammar, Vocabulary
+from structspec.generation.prefetch import MaskPrefetch
+
+
+def _compiled() -> structspec.CompiledGrammar:
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"ab", b"{", b"}", None], eos_ids=[5])
+    return structspec.compile(Grammar.from_gbnf('root ::= "{" [ab]* "}"'), vocab)
+
+
+def test_prefetch_fills_the_mask_cache_along_the_tokens() -> None:
+    compiled = _compiled()
+    matcher = compiled.matcher()
+    tokens = [3, 0, 2, 1]
+    with MaskPrefetch() as prefetch:
+        prefetch.start([(matcher, tokens)])
+        prefetch.wait()
+    walk = compiled.matcher()
+    assert compiled.known_mask_words(walk.state) is not None
+    for token in tokens:
+        assert walk.accept_token(token)
+        assert compiled.known_mask_words(walk.state) is not None
+    assert matcher.num_tokens == 0  # the prefetch walked a copy
+
+
+def test_prefetch_stops_at_a_forbidden_token_and_goes_on_with_the_next_walk() -> None:
+    compiled = _compiled()
+    other = structspec.compile(Grammar.from_gbnf('root ::= "a" "b"'), compiled.vocabulary)
+    with MaskPrefetch() as prefetch:  # a batch: one walk per row
+        prefetch.start([(compiled.matcher(), [3, 3, 0]), (other.matcher(), [0])])  # the second "{" is forbidden
+    walk = compiled.matcher()
+    walk.accept_token(3)
+    assert compiled.known_mask_words(walk.state) is not None
+    assert not walk.accept_token(3)
+    walk = other.matcher()
+    assert walk.accept_token(0)
+    assert other.known_mask_words(walk.state) is not None

@@ -1,0 +1,191 @@
+"""The native mask core: its shortcuts forced everywhere against brute force, counted
+repetition, and bad input to its entry points (a ValueError or a GrammarError with its code,
+never a crash, a hang or a wrong mask).
+
+Loop probes, counted chains and pruning from precomputed subtree masks normally start only
+where many trie nodes share a run state or below large subtrees; the fixture lowers every
+threshold so that small random vocabularies exercise them on every node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from test_masks import _byte_vocabularies, _grammars, _random_walk, _sub_vocab
+
+import structspec
+from structspec import Grammar, GrammarError, Vocabulary
+from structspec.masks import runner as mask_runner
+from structspec.tokens import trie as token_tries
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture
+def shortcuts_everywhere(monkeypatch: pytest.MonkeyPatch):
+    """Probe every run state, try counted chains from the first expansion on any subtree
+    height, and keep mask words for every subtree (so pruning starts at every node)."""
+    monkeypatch.setattr(mask_runner, "PROBE_AT", 1)
+    monkeypatch.setattr(mask_runner, "CHAINS_AFTER", 0)
+    monkeypatch.setattr(mask_runner, "CHAIN_HEIGHT", 1 << 20)
+    monkeypatch.setattr(token_tries, "BIG_SUBTREE", 1)
+    token_tries._TRIES.clear()
+    yield
+    token_tries._TRIES.clear()
+
+
+COUNTED = st.tuples(
+    st.sampled_from(["[a-c]", "[^\"\\\\]", "[a-zé]", "[^\\x00-\\x7F]", "(\"ab\" | [c-e])", "([a-b] | \"\\\\\" [nt])"]),
+    st.integers(0, 5), st.integers(0, 6),
+).map(lambda t: f"{t[0]}{{{t[1]},{t[1] + t[2]}}}")
+
+
+@st.composite
+def _counted_grammars(draw: st.DrawFn) -> str:
+    """Strings of counted repetitions, nested in blocks as maxLength strings compile."""
+    inner = draw(COUNTED)
+    blocks = draw(st.integers(0, 3))
+    body = f"block{{0,{blocks}}} {inner}" if blocks else inner
+    tail = draw(st.sampled_from(['","', '"," root', '"' ]))
+    block = f"block ::= {draw(COUNTED)}\n" if blocks else ""
+    return f'root ::= "\\"" {body} "\\"" ({tail})?\n{block}'
+
+
+@SETTINGS
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16))
+def test_random_grammars_with_every_shortcut_are_exact(shortcuts_everywhere: None, gbnf: str, vocab: Vocabulary,
+                                                        seed: int) -> None:
+    try:
+        grammar = Grammar.from_gbnf(gbnf)
+    except GrammarError:
+        assume(False)
+    _random_walk(structspec.compile(grammar, vocab), seed, 8)
+
+
+@SETTINGS
+@given(gbnf=_counted_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16),
+       shortcuts=st.booleans())
+def test_counted_repetitions_are_exact(monkeypatch: pytest.MonkeyPatch, gbnf: str, vocab: Vocabulary, seed: int,
+                                       shortcuts: bool) -> None:
+    if shortcuts:
+        monkeypatch.setattr(mask_runner, "CHAINS_AFTER", 0)
+    try:
+        grammar = Grammar.from_gbnf(gbnf)
+    except GrammarError:
+        assume(False)
+    _random_walk(structspec.compile(grammar, vocab), seed, 12)
+
+
+@pytest.mark.parametrize("max_length", [3, 40, 300])
+def test_max_length_strings_are_exact_on_real_tokens(shortcuts_everywhere: None, max_length: int) -> None:
+    vocab, _ = _sub_vocab("llama3")
+    schema = {"type": "object", "properties": {"s": {"type": "string", "minLength": 2, "maxLength": max_length},
+                                                "t": {"type": "array", "items": {"type": "string"}}}}
+    compiled = structspec.compile(Grammar.from_json_schema(schema), vocab)
+    for seed in range(3):
+        _random_walk(compiled, seed, 30)
+
+
+def _exhaustive(compiled: structspec.CompiledGrammar, depth: int) -> int:
+    """Compare the mask with brute force at every state reached by ``depth`` tokens."""
+    frontier, seen = [compiled.matcher()], 0
+    for _ in range(depth):
+        following = []
+        for matcher in frontier:
+            words = matcher.mask_words()
+            for token in range(compiled.vocabulary.size):
+                step = matcher.copy()
+                allowed = step.accept_token(token)
+                assert bool(words[token >> 5] >> (token & 31) & 1) == allowed, (matcher.state, token)
+                if allowed and not step.is_finished():
+                    following.append(step)
+            seen += 1
+        frontier = following[:40]
+    return seen
+
+
+@pytest.mark.parametrize(("low", "high"), [(0, 0), (0, 3), (2, 2), (1, 4), (3, 6), (0, 40)])
+def test_counted_strings_are_exact_on_every_token_of_a_dense_vocabulary(monkeypatch: pytest.MonkeyPatch,
+                                                                          low: int, high: int) -> None:
+    """Every string of 1-6 characters over ``a`` and ``b`` is a token (and the quote, ``é``
+    whole and cut after its first byte, a few tokens with a quote), so each position of a
+    counted string has whole subtrees of tokens exactly one character too long."""
+    import itertools
+
+    monkeypatch.setattr(mask_runner, "CHAINS_AFTER", 0)
+    tokens = [b"".join(p) for n in range(1, 7) for p in itertools.product([b"a", b"b"], repeat=n)]
+    tokens += [b'"', "é".encode(), b"\xc3", "aé".encode(), b'a"', b'ab"', b'"a']
+    vocab = Vocabulary.from_token_bytes([*tokens, None], eos_ids=[len(tokens)])
+    gbnf = f'root ::= "\\"" [abé]{{{low},{high}}} "\\""'
+    assert _exhaustive(structspec.compile(Grammar.from_gbnf(gbnf), vocab), 3) >= 2
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+
+def _native(gbnf: str = 'root ::= "a"+ "b"'):
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"ab", None], eos_ids=[3])
+    compiled = structspec.compile(Grammar.from_gbnf(gbnf), vocab)
+    return compiled, compiled._runner._native
+
+
+@settings(max_examples=200, deadline=None)
+@given(states=st.lists(st.integers(-2**31, 2**31 - 1), max_size=6),
+       offsets=st.lists(st.integers(-3, 8), max_size=5), n_words=st.integers(0, 3))
+def test_native_mask_rejects_malformed_stacks(states: list[int], offsets: list[int], n_words: int) -> None:
+    """Arbitrary stacks and word buffers: a ValueError naming the problem, or a mask that equals
+    the one a well-formed call gives."""
+    compiled, native = _native()
+    words = np.zeros(n_words, np.uint32)
+    try:
+        code = native.mask(np.array(states, np.int32), np.array(offsets, np.int32), False, words, 1 << 20)
+    except ValueError:
+        return
+    assert code in (0, mask_runner.ERR_STACKS)
+    assert n_words >= compiled.n_words
+
+
+@settings(max_examples=200, deadline=None)
+@given(tokens=st.lists(st.integers(-5, 10), max_size=12))
+def test_matcher_takes_any_token_id(tokens: list[int]) -> None:
+    """Out-of-range and forbidden ids are refused without a change; the mask stays exact."""
+    compiled, _ = _native()
+    matcher = compiled.matcher()
+    for token in tokens:
+        before = matcher.mask_words().copy()
+        allowed = 0 <= token < compiled.vocabulary.size and bool(before[token >> 5] >> (token & 31) & 1)
+        assert matcher.accept_token(token) == allowed
+        if not allowed:
+            assert np.array_equal(matcher.mask_words(), before)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=40))
+def test_parse_states_take_any_bytes(data: bytes) -> None:
+    compiled, _ = _native('root ::= "{" ([a-c] | [^\\x00-\\x7F])* "}"')
+    state = compiled.grammar.initial_state().advance(data)
+    if state is not None:
+        words = compiled.mask_words(state)
+        assert words.dtype == np.uint32 and len(words) == compiled.n_words
+
+
+def test_too_ambiguous_grammar_is_e110(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mask_runner, "MAX_STACKS", 2)
+    compiled, _ = _native('root ::= x\nx ::= "a" x "b" | "a" x x | ""')  # 3 stacks, then 5, 7 ...
+    with pytest.raises(GrammarError) as caught:
+        compiled.matcher().mask_words()
+    assert caught.value.code == "E110"
+
+
+def test_tables_past_their_limit_are_e108(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mask_runner, "MAX_RUN_STATES", 2)
+    compiled, _ = _native('root ::= "a" "b" "a" "b" "a"')
+    with pytest.raises(GrammarError) as caught:
+        compiled.matcher().mask_words()
+    assert caught.value.code == "E108"
+    monkeypatch.setattr(mask_runner, "MAX_RUN_STATES", 1 << 19)
+    fresh = structspec.compile(Grammar.from_gbnf('root ::= "a" "b"'), compiled.vocabulary)
+    assert fresh.matcher().allows(0)

@@ -1,0 +1,139 @@
+"""Fuzz the native mask core for a while: random grammars, vocabularies, token ids and bytes.
+
+    python tools/fuzz_masks.py [--seconds 600] [--seed 0] [--shortcuts]
+
+Each round draws a random grammar (literals, classes with multi-byte characters, counted
+repetitions, optional and repeated items, recursion through three rules) and a random byte
+vocabulary (every byte of the grammar's characters, random slices that split characters, a
+control token and an end-of-sequence token), then walks random tokens: at every state the mask
+must equal brute force (each id advanced through a matcher copy), and random token ids (out of
+range too) and random byte strings must be refused or accepted without a crash. A grammar
+error other than E108/E110 from the core is a failure; ``--shortcuts`` forces the core's loop
+probes and counted chains on every node. Failing grammars are printed with the seed to replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import structspec
+from structspec import Grammar, GrammarError, Vocabulary
+from structspec.masks import runner
+
+CHARS = ["a", "b", "c", '"', "\\", "é", "ß", "日", "😀", " ", "{", "}"]
+CLASSES = ["[ab]", "[^a]", "[a-é]", "[^\\x00-\\x7F]", ".", "[😀-😂]", "[日b]", '[^"\\\\]']
+
+
+def _literal(rng: random.Random) -> str:
+    text = "".join(rng.choice(CHARS) for _ in range(rng.randint(1, 3)))
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _item(rng: random.Random, names: list[str], leading: bool) -> str:
+    base = _literal(rng) if rng.random() < 0.5 else rng.choice(CLASSES)
+    if not leading and rng.random() < 0.25:
+        base = rng.choice(names)
+    low = rng.randint(0, 3)
+    suffix = rng.choice(["", "*", "+", "?", f"{{{low},{low + rng.randint(0, 9)}}}", f"{{{low + 1}}}"])
+    if leading and (suffix in ("*", "?") or suffix.startswith("{0")):
+        suffix = "+"
+    return base + suffix
+
+
+def random_grammar(rng: random.Random) -> str:
+    names = ["root", "r1", "r2"]
+    rules = []
+    for name in names:
+        alternatives = []
+        for _ in range(rng.randint(1, 3)):
+            items = [_item(rng, names, True)] + [_item(rng, names, False) for _ in range(rng.randint(0, 3))]
+            alternatives.append(" ".join(items))
+        if rng.random() < 0.3:
+            alternatives.append('""')
+        rules.append(f"{name} ::= {' | '.join(alternatives)}")
+    return "\n".join(rules)
+
+
+def random_vocabulary(rng: random.Random) -> Vocabulary:
+    pieces = sorted({bytes([b]) for c in CHARS for b in c.encode("utf-8")})
+    for _ in range(rng.randint(0, 40)):
+        text = "".join(rng.choice(CHARS) for _ in range(rng.randint(1, 6))).encode("utf-8")
+        start = rng.randrange(len(text))
+        pieces.append(text[start : start + rng.randint(1, 8)])
+    tokens: list[bytes | None] = [*pieces, None, None]
+    rng.shuffle(tokens)
+    return Vocabulary.from_token_bytes(tokens, [max(i for i, t in enumerate(tokens) if t is None)])
+
+
+def check(compiled: structspec.CompiledGrammar, rng: random.Random, steps: int) -> None:
+    """A random walk with brute-force masks, random ids and random bytes at every state."""
+    matcher = compiled.matcher()
+    size = compiled.vocabulary.size
+    for _ in range(steps):
+        words = matcher.mask_words()
+        allowed = [t for t in range(size) if matcher.copy().accept_token(t)]
+        mask = [t for t in range(size) if words[t >> 5] >> (t & 31) & 1]
+        if mask != allowed:
+            raise AssertionError(f"mask {mask} != brute force {allowed} at {matcher.state}")
+        for token in (rng.randint(-3, size + 3) for _ in range(4)):
+            matcher.copy().accept_token(token)
+        data = bytes(rng.randrange(256) for _ in range(rng.randint(0, 12)))
+        after = matcher.state.advance(data)
+        if after is not None:
+            compiled.mask_words(after)
+        choices = [t for t in allowed if t not in compiled.vocabulary.eos_ids]
+        if not choices:
+            return
+        matcher.accept_token(rng.choice(choices))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=600.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shortcuts", action="store_true", help="loop probes and chains on every node")
+    args = parser.parse_args(argv)
+    if args.shortcuts:
+        runner.PROBE_AT, runner.CHAINS_AFTER, runner.CHAIN_HEIGHT = 1, 0, 1 << 20
+    deadline = time.monotonic() + args.seconds
+    rounds = states = skipped = 0
+    seed = args.seed
+    while time.monotonic() < deadline:
+        rng = random.Random(seed)
+        gbnf = random_grammar(rng)
+        try:
+            grammar = Grammar.from_gbnf(gbnf)
+        except GrammarError:
+            skipped += 1
+            seed += 1
+            continue
+        try:
+            check(structspec.compile(grammar, random_vocabulary(rng)), rng, 10)
+        except GrammarError as exc:
+            if exc.code not in ("E108", "E110"):
+                print(f"seed {seed}: unexpected {exc.code}: {exc}\n{gbnf}")
+                return 1
+        except AssertionError as exc:
+            print(f"seed {seed}: {exc}\n{gbnf}")
+            return 1
+        rounds += 1
+        states += 10
+        seed += 1
+        if rounds % 100 == 0:
+            print(f"{rounds} grammars, seed {seed}", flush=True)
+    print(f"{rounds} grammars ({skipped} rejected by the front end), about {states} states checked, "
+          f"seeds {args.seed}..{seed - 1}: no difference")
+    return 0
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    raise SystemExit(main())
