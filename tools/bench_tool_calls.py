@@ -14,7 +14,9 @@ models' has none: the fallback format), and the reply is decoded greedily, specu
 the tool-call structural tag. Reported: calls whose arguments validate
 (``jsonschema``, the schema's own draft), the share of the call's tokens the grammar forced (the
 generated token was the first of the forced continuation's tokens), tokens per target forward
-(median and spread), and seconds per call.
+(median and spread), and seconds per call -- for all calls, for each source of definitions, and
+for the calls the model ended itself (the others ran into ``--max-new-tokens``, where the budget
+guard closed the call).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class Outcome:
     forwards: int
     seconds: float
     arguments: str
+    stop_reason: str
 
 
 def handwritten() -> list[dict[str, Any]]:
@@ -117,7 +120,7 @@ def call(generator: Any, function: dict[str, Any], max_new_tokens: int, speculat
         valid = validator(schema, format_checker=validator.FORMAT_CHECKER).is_valid(json.loads(arguments))
     tokens, forced = forced_share(generator, tag, result.token_ids)
     return Outcome(function["name"], valid, complete, tokens, forced, result.stats.target_forwards, seconds,
-                   arguments)
+                   arguments, result.stats.stop_reason)
 
 
 def parameters(function: dict[str, Any]) -> dict[str, Any]:
@@ -208,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     draft = load(args.draft_model)[0] if args.draft_model else None
     generator = Generator(model, tokenizer, draft_model=draft)
     fits = fitting(generator, args.max_new_tokens)
-    functions = [f for f in handwritten() if fits(f)] + maskbench_functions(args.maskbench, args.seed, fits)
+    bfcl = [f for f in handwritten() if fits(f)]
+    functions = bfcl + maskbench_functions(args.maskbench, args.seed, fits)
     outcomes = []
     for function in functions:
         outcome = call(generator, function, args.max_new_tokens, SpecConfig())
@@ -217,9 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{mark:10} {outcome.forced:3}/{outcome.tokens:3} forced  {outcome.tokens / outcome.forwards:5.2f} "
               f"tok/fwd  {outcome.seconds:5.1f}s  {outcome.name}", file=sys.stderr)
     result = summary(outcomes)
-    print(json.dumps(result, indent=1))
+    groups = {"all": result, "bfcl": summary(outcomes[:len(bfcl)]), "maskbench": summary(outcomes[len(bfcl):]),
+              "ended_by_model": summary([o for o in outcomes if o.stop_reason != "max_new_tokens"])}
+    print(json.dumps(groups, indent=1))
     if args.json:
-        args.json.write_text(json.dumps({"summary": result, "calls": [asdict(o) for o in outcomes]}, indent=1))
+        args.json.write_text(json.dumps({"summary": groups, "calls": [asdict(o) for o in outcomes]}, indent=1))
     return 0 if result["valid"] == result["complete"] else 1
 
 

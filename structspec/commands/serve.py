@@ -35,9 +35,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     defaults = Limits()
     parser = subparsers.add_parser(
         "serve",
-        help="serve an OpenAI-compatible API with JSON Schema and grammar constraints",
+        help="serve an OpenAI-compatible API with JSON Schema and grammar constraints and tool calling",
         description="Serve POST /v1/chat/completions (response_format json_schema / json_object, a GBNF "
-        "'grammar' field, streaming), POST /v1/extract, GET /v1/models and GET /health.",
+        "'grammar' field, tools / tool_choice / parallel_tool_calls, streaming), POST /v1/extract, "
+        "GET /v1/models and GET /health.",
         epilog="example: structspec serve --port 8000   (OpenAI clients: base_url http://127.0.0.1:8000/v1)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")

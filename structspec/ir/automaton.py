@@ -144,8 +144,11 @@ def dfa_from_strings(strings: Iterable[str]) -> DFA:
 
 
 def dfa_length(low: int, high: int | None, charset: CharSet = ANY) -> DFA:
-    """Strings of ``charset`` characters whose length lies in ``[low, high]``."""
+    """Strings of ``charset`` characters whose length lies in ``[low, high]``; one state per
+    length up to the larger bound, so past :data:`MAX_STATES` it raises :class:`TooComplexError`."""
     last = low if high is None else high
+    if last >= MAX_STATES:
+        raise TooComplexError(f"a length bound of {last} needs more than {MAX_STATES} automaton states")
     edges = []
     for i in range(last + 1):
         if i < last:

@@ -251,7 +251,9 @@ def string_automaton(spec: StringSpec, languages: list[PatternLanguage] | None =
         dfa = dfa_length(low, high)
     elif (low > 0 or high is not None) and not dfa.empty:
         have_low, have_high = length_bounds(dfa)
-        if have_low < low or (high is not None and (have_high is None or have_high > high)):
+        if (have_high is not None and have_high < low) or (high is not None and have_low > high):
+            dfa = DFA((), ())  # no string of the patterns has an allowed length
+        elif have_low < low or (high is not None and (have_high is None or have_high > high)):
             dfa = intersect(dfa, dfa_length(low, high))
     if spec.excluded:
         dfa = difference(dfa, dfa_from_strings(sorted(spec.excluded)))

@@ -314,3 +314,24 @@ def test_non_finite_numbers_are_not_json(number: float) -> None:
     assert caught.value.pointer == "/items/not/minimum"
     with pytest.raises(SchemaError, match="not a JSON value"):
         schema_to_gbnf('{"minimum": NaN}')  # Python's json reads it
+
+
+def test_a_huge_length_bound_beside_a_pattern_is_refused_not_expanded() -> None:
+    """``minLength`` of a billion beside an (unanchored) pattern needs one automaton state per
+    length: refused at the pattern's pointer in strict mode (it used to build the states, a
+    hang found by tools/fuzz.py), approximated by the plain length bound otherwise."""
+    schema = {"type": "string", "minLength": 1_018_598_202, "pattern": "ab|cd"}
+    with pytest.raises(SchemaError, match="needs more than") as caught:
+        schema_to_gbnf(schema)
+    assert caught.value.pointer == "/pattern"
+    with pytest.warns(SchemaRelaxedWarning):
+        assert "{1018598202,}" in schema_to_gbnf(schema, strict=False)
+
+
+def test_length_bounds_no_pattern_string_meets_make_no_string() -> None:
+    """An anchored pattern whose strings are all shorter than ``minLength`` (or longer than
+    ``maxLength``) allows no string, whatever the bound's size."""
+    for bounds in ({"minLength": 10**9}, {"minLength": 5}, {"maxLength": 1}):
+        schema = {"type": ["string", "integer"], "pattern": "^ab$", **bounds}
+        grammar = Grammar.from_gbnf(schema_to_gbnf(schema))
+        assert grammar.matches("12") and not grammar.matches('"ab"')

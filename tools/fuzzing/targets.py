@@ -115,6 +115,8 @@ def _walk(grammar: Grammar, rng: random.Random, limit: int) -> bytes | None:
         if state.is_accepting() and (not allowed or rng.random() < 0.2):
             return bytes(out)
         if not allowed:
+            if state.advance_token_ref(lambda ref: True) is not None:
+                return None  # only a token reference may come next: bytes cannot spell it
             raise Inconsistent(f"a dead end after {bytes(out)!r}: no byte allowed and not accepting")
         closing = [b for b in allowed if b in CLOSERS]
         byte = rng.choice(closing if closing and rng.random() < 0.5 else allowed)
