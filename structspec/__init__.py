@@ -15,6 +15,7 @@ __all__ = [
     "Generator",
     "Grammar",
     "GrammarError",
+    "Grounded",
     "Matcher",
     "ParseState",
     "Request",
@@ -40,6 +41,10 @@ def __getattr__(name: str):
         from structspec.masks.matcher import Matcher
 
         return Matcher
+    if name == "Grounded":  # pydantic is imported only when it is asked for
+        from structspec.jsonschema.pydantic_models import Grounded
+
+        return Grounded
     if name in _GENERATION:
         import structspec.generation as generation
 

@@ -2,7 +2,7 @@
 
     python tools/bench_speculative.py [--model PATH] [--draft-model PATH] [--repeats 3]
                                       [--max-new-tokens 96] [--threads 1] [--json out.json]
-                                      [--skip-peers] [--only structspec,unconstrained]
+                                      [--skip-peers] [--only structspec,unconstrained] [--grounded]
 
 Each prompt holds a source text and asks for JSON following a schema (a handful are inline; in the
 bundled demo models' chat format when the tokenizer has a chat template).
@@ -10,7 +10,8 @@ Every method decodes every prompt greedily ``--repeats`` times, interleaved (eac
 method on every prompt); reported per method are the medians over runs of tokens per target
 forward and tokens per second, the paired speed-up over structspec plain, the share of outputs
 that validate, and for structspec the share of wall time outside the models (grammar masks,
-n-gram lookup and bookkeeping).
+n-gram lookup and bookkeeping). ``--grounded`` adds a grounded twin of each structspec method:
+every plain string of the schema must copy a span of the prompt's source text (docs/grounded.md).
 
 Methods: unconstrained greedy ``model.generate``; structspec plain constrained decoding and
 speculative with each draft source alone and all together; transformers' assisted generation
@@ -112,12 +113,12 @@ class Counter:
         self.calls += 1
 
 
-def hf_run(model: Any, tokenizer: Any, counter: Counter, max_new: int, **kwargs: Any) -> Callable[[Any, dict], dict]:
+def hf_run(model: Any, tokenizer: Any, counter: Counter, max_new: int, **kwargs: Any) -> Callable[..., dict]:
     """A method calling ``model.generate`` (``make_processor(schema)`` builds a logits processor)."""
     make_processor = kwargs.pop("make_processor", None)
     prefix_fn = kwargs.pop("make_prefix_fn", None)
 
-    def run(prompt: Any, schema: dict) -> dict:
+    def run(prompt: Any, schema: dict, text: str) -> dict:
         import torch
         from transformers import LogitsProcessorList
 
@@ -140,11 +141,12 @@ def hf_run(model: Any, tokenizer: Any, counter: Counter, max_new: int, **kwargs:
     return run
 
 
-def ours_run(generator: Any, max_new: int, speculative: Any) -> Callable[[Any, dict], dict]:
-    """A method calling structspec's Generator."""
+def ours_run(generator: Any, max_new: int, speculative: Any, grounded: bool = False) -> Callable[..., dict]:
+    """A method calling structspec's Generator (``grounded``: every plain string copies a span of the text)."""
 
-    def run(prompt: Any, schema: dict) -> dict:
-        result = generator.generate(prompt, schema, max_new_tokens=max_new, speculative=speculative)
+    def run(prompt: Any, schema: dict, text: str) -> dict:
+        grounding = {"source": text, "grounded": True} if grounded else {}
+        result = generator.generate(prompt, schema, max_new_tokens=max_new, speculative=speculative, **grounding)
         s = result.stats
         outside = s.seconds["mask"] + s.seconds["other"] + (s.seconds["draft"] if s.draft_forwards == 0 else 0.0)
         return {"tokens": s.tokens, "forwards": s.target_forwards, "seconds": s.seconds["total"], "text": result.text,
@@ -164,29 +166,29 @@ def valid(text: str, schema: dict) -> bool:
     return True
 
 
-def measure(methods: list[tuple[str, Callable[[Any, dict], dict], bool]], tokenizer: Any,
+def measure(methods: list[tuple[str, Callable[..., dict], bool]], tokenizer: Any,
             repeats: int) -> list[dict]:
     """Every method on every prompt, interleaved: each repeat runs the prompts in turn and each
     prompt every method in turn, so a drift in machine speed touches all methods alike. Medians
     over prompts x repeats; ``x plain`` is the median of each run's tokens/s over structspec
     plain's on the same prompt in the same cycle (paired, so cycle-to-cycle noise cancels)."""
-    prompts = [(prompt_of(text, schema, tokenizer), schema) for text, schema in WORKLOAD]
+    prompts = [(prompt_of(text, schema, tokenizer), schema, text) for text, schema in WORKLOAD]
     live = []
     for name, run, constrained in methods:
         try:
-            for prompt, schema in prompts:
-                run(prompt, schema)  # warm-up: compilation, caches
+            for prompt, schema, text in prompts:
+                run(prompt, schema, text)  # warm-up: compilation, caches
         except Exception as exc:  # a peer failing at run time is reported, not fatal
             print(f"skip {name}: {type(exc).__name__}: {str(exc)[:160]}")
             continue
         live.append((name, run, constrained))
     samples: dict[str, list[dict]] = {name: [] for name, _, _ in live}
     for _ in range(repeats):
-        for prompt, schema in prompts:
+        for prompt, schema, text in prompts:
             for method in list(live):
                 name, run, _ = method
                 try:
-                    result = run(prompt, schema)
+                    result = run(prompt, schema, text)
                 except Exception as exc:
                     print(f"skip {name}: {type(exc).__name__}: {str(exc)[:160]}")
                     live.remove(method)
@@ -286,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-peers", action="store_true", help="leave out the peers' logits processors")
     parser.add_argument("--only", help="comma-separated substrings: run only methods whose name contains one")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--grounded", action="store_true",
+                        help="add a grounded twin of each structspec method (plain strings copy spans of the text)")
     args = parser.parse_args(argv)
 
     import torch
@@ -317,6 +321,11 @@ def main(argv: list[str] | None = None) -> int:
         ("assisted generation (unconstrained)", hf_run(model, tokenizer, counter, n, assistant_model=draft), False),
         ("prompt lookup (unconstrained)", hf_run(model, tokenizer, counter, n, prompt_lookup_num_tokens=10), False),
     ]
+    if args.grounded:
+        configs = {"plain": None, "forced": SpecConfig(sources=("forced",)), "ngram": SpecConfig(sources=("ngram",)),
+                   "forced+ngram": SpecConfig(sources=("forced", "ngram")), "all": SpecConfig()}
+        methods += [(f"structspec {name} grounded", ours_run(gen, n, config, grounded=True), True)
+                    for name, config in configs.items()]
     if not args.skip_peers:
         peers = peer_methods(model, tokenizer, str(resolve(model_path)), counter, n)
         methods += [(name, run, True) for name, run in peers]

@@ -132,7 +132,8 @@ def fuzz(
             if target == "http":
                 from fuzzing.http import Server
 
-                server = Server(Path(tempfile.mkdtemp(prefix="structspec-fuzz-")) / "server.log")
+                server = Server(Path(tempfile.mkdtemp(prefix="structspec-fuzz-")) / "server.log",
+                                compile_timeout=case_timeout / 3)
                 run: Callable[[Any], Outcome] = functools.partial(_http_case, server, case_timeout)
             else:
                 run = functools.partial(_worker_case, worker, target, case_timeout)

@@ -10,9 +10,19 @@ from typing import Any
 from structspec.batch.records import Record
 
 
+def grounds(schema: dict[str, Any], grounded: bool) -> bool:
+    """Whether ``schema`` may ground strings in the record's text: ``grounded`` asks for it, or
+    the schema names ``"x-grounded"`` (anywhere: at worst a schema is compiled once per record
+    for nothing)."""
+    return grounded or '"x-grounded"' in json.dumps(schema)
+
+
 class Extractor:
     """Loads a model once and extracts JSON following ``schema`` from records, ``max_batch`` at
-    a time (see :meth:`run`). The arguments are plain data, so that a Ray actor can build one."""
+    a time (see :meth:`run`). The arguments are plain data, so that a Ray actor can build one.
+
+    Grounded strings (``"x-grounded": true``, or with ``grounded`` every plain string) copy spans
+    of each record's own text, so such a schema is compiled once per record."""
 
     def __init__(
         self,
@@ -27,6 +37,7 @@ class Extractor:
         max_batch: int = 16,
         speculative: bool = True,
         instructions: str | None = None,
+        grounded: bool = False,
     ) -> None:
         from structspec.generation import Generator, SpecConfig
         from structspec.models import load
@@ -36,7 +47,10 @@ class Extractor:
         draft = load(draft_name, device=device, dtype=dtype)[0] if draft_name else None
         self.generator = Generator(target, tokenizer, draft_model=draft)
         self.schema = schema
-        self.generator.compile(schema)  # now, rather than at the first record
+        self.grounded = grounded
+        self._grounds = grounds(schema, grounded)
+        if not self._grounds:
+            self.generator.compile(schema)  # now, rather than at the first record
         self.max_tokens = max_tokens
         self.max_batch = max_batch
         self.speculative = SpecConfig() if speculative else None
@@ -46,6 +60,7 @@ class Extractor:
         """One output row per record, as each finishes: ``{"id", "data"}``, or ``{"id",
         "error"}`` for a bad document, a prompt past the model's context, or an output the
         token limit cut short."""
+        from structspec.errors import SchemaError
         from structspec.generation.prompt import ContextLengthError
         from structspec.generation.sequence import Request
         from structspec.models.prompt import extraction_messages
@@ -64,11 +79,16 @@ class Extractor:
                     yield {"id": record.id, "error": f"bad document: {record.problem}"}
                     continue
                 messages = extraction_messages(record.text, self.schema, self.instructions)
+                source = record.text if self._grounds else None
+                request = Request(messages, self.schema, max_new_tokens=self.max_tokens, source=source,
+                                  grounded=self.grounded)
                 try:
-                    sequence = self.generator.sequence(Request(messages, self.schema, max_new_tokens=self.max_tokens),
-                                                       self.speculative)
+                    sequence = self.generator.sequence(request, self.speculative)
                 except ContextLengthError as exc:
                     yield {"id": record.id, "error": f"too long: {exc}"}
+                    continue
+                except SchemaError as exc:  # grounded in this text, the schema allows no value
+                    yield {"id": record.id, "error": f"cannot ground the schema in this text: {exc}"}
                     continue
                 batch.add(sequence)
                 rows[sequence] = record

@@ -3,6 +3,7 @@
     structspec batch --schema S.json --input docs.jsonl --output out.jsonl
     structspec batch --schema S.json --input docs.parquet --output out.jsonl --ray            # a local Ray
     structspec batch --schema S.json --input docs.jsonl --output out.jsonl --ray auto --actors 8
+    structspec batch --schema S.json --input docs.jsonl --output out.jsonl --grounded         # values copy the text
 
 Every input record gets exactly one output line, ``{"id": ..., "data": ...}`` or ``{"id": ...,
 "error": ...}``, appended as it finishes (in completion order). Running again with the same
@@ -36,6 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="field holding the record's id (default: id; a record without one is numbered by "
                         "its position)")
     parser.add_argument("--instructions", metavar="TEXT", help="what to extract, in words (optional)")
+    parser.add_argument("--grounded", action="store_true",
+                        help="every string value without enum, const, format or pattern must copy a span of the "
+                        "record's text (fields marked \"x-grounded\": true always do; docs/grounded.md)")
     parser.add_argument("--max-tokens", type=int, default=512, metavar="N",
                         help="most tokens per answer (default: 512)")
     parser.add_argument("--max-batch", type=int, default=16, metavar="N",
@@ -54,15 +58,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the job; returns the exit status."""
     from structspec.batch import job
+    from structspec.batch.extractor import grounds
     from structspec.batch.records import Output, read_records
 
     try:
         for name in ("max_tokens", "max_batch", "actors"):
             if getattr(args, name) < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-        schema = _schema(args.schema)
+        schema = _schema(args.schema, args.grounded)
         try:
             records = read_records(args.input, args.text_field, args.id_field)
+        except (OSError, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        if grounds(schema, args.grounded):  # each record's text is its own source: check over the first
+            _check(args.schema, schema, next((r.text for r in records if r.problem is None), ""), args.grounded)
+        try:
             output = Output(args.output)
         except (OSError, ValueError) as exc:
             raise CommandError(str(exc)) from None
@@ -74,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     transformers_logging.set_verbosity_error()
     settings = {"schema": schema, "model": args.model, "draft_model": args.draft_model, "no_draft": args.no_draft,
                 "device": args.device, "dtype": args.dtype, "max_tokens": args.max_tokens,
-                "max_batch": args.max_batch, "speculative": args.speculative, "instructions": args.instructions}
+                "max_batch": args.max_batch, "speculative": args.speculative, "instructions": args.instructions,
+                "grounded": args.grounded}
     try:
         rows = _rows_on_ray(args, settings) if args.ray else _rows_here(settings)
         with _progress(len(records) - sum(r.id in output.done for r in records)) as bar:
@@ -87,19 +98,29 @@ def run(args: argparse.Namespace) -> int:
     return 1 if tally.errors else 0
 
 
-def _schema(path: str) -> dict:
-    from structspec.errors import SchemaError
-    from structspec.grammar import Grammar
+def _schema(path: str, grounded: bool) -> dict:
+    """The schema, checked before any model loads (one that grounds strings is checked once the
+    records are read: see :func:`_check`)."""
+    from structspec.batch.extractor import grounds
 
     schema = read_json(path, "schema")
     if not isinstance(schema, dict):
         raise CommandError(f"{path}: a JSON Schema must be a JSON object")
+    if not grounds(schema, grounded):
+        _check(path, schema, None, grounded)
+    return schema
+
+
+def _check(path: str, schema: dict, source: str | None, grounded: bool) -> None:
+    """Refuse a schema that does not convert (grounded strings in ``source``), naming where."""
+    from structspec.errors import SchemaError
+    from structspec.grammar import Grammar
+
     try:
-        Grammar.from_json_schema(schema)
+        Grammar.from_json_schema(schema, source=source, grounded=grounded)
     except SchemaError as exc:
         keyword = f" ({exc.keyword})" if exc.keyword else ""
         raise CommandError(f"{path}#{exc.pointer}{keyword}: {exc.message}") from None
-    return schema
 
 
 def _rows_here(settings: dict):

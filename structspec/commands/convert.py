@@ -3,10 +3,13 @@
     structspec convert SCHEMA.json [--whitespace flexible] [--property-order any] [--no-strict]
     structspec convert --pydantic package.module:Model
     structspec convert --regex '^[a-z]+$'
+    structspec convert SCHEMA.json --source doc.txt [--grounded]
 
 Rule names follow schema paths (``root-address-street``). Input we cannot enforce exactly is
 reported on stderr with its JSON pointer and keyword (exit status 2); with ``--no-strict`` it
-is approximated instead and every approximation is listed on stderr.
+is approximated instead and every approximation is listed on stderr. ``--source`` names the
+text that ``"x-grounded": true`` strings (with ``--grounded``, every plain string) copy spans
+of; their rules are given as automata and print as comments (docs/grounded.md).
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default="schema",
         help="declared properties in schema order (default) or in any order (to check documents)",
     )
+    parser.add_argument("--source", metavar="FILE", help="text that grounded strings copy spans of (docs/grounded.md)")
+    parser.add_argument("--grounded", action="store_true",
+                        help="with --source: every string without enum, const, format or pattern is grounded")
     parser.add_argument(
         "--no-strict",
         dest="strict",
@@ -54,10 +60,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert and print; returns the exit status."""
-    from structspec.jsonschema import schema_to_gbnf
+    from structspec.jsonschema import Grounding, schema_to_gbnf
     from structspec.regex.convert import regex_to_gbnf
 
     try:
+        if args.grounded and args.source is None:
+            raise ValueError("--grounded needs --source FILE, the text to ground strings in")
+        grounding = None
+        if args.source is not None:
+            with open(args.source, encoding="utf-8") as file:
+                grounding = Grounding(file.read(), every_string=args.grounded)
         if args.regex is not None:
             text = regex_to_gbnf(args.regex)
         else:
@@ -65,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", SchemaRelaxedWarning)
                 text = schema_to_gbnf(
-                    schema, whitespace=args.whitespace, strict=args.strict, property_order=args.property_order
+                    schema, whitespace=args.whitespace, strict=args.strict, property_order=args.property_order,
+                    grounding=grounding,
                 )
             for warning in caught:
                 print(f"structspec: warning: {warning.message}", file=sys.stderr)

@@ -4,7 +4,8 @@
     structspec extract --pydantic mypkg.models:Invoice --text - < invoice.txt
 
 The schema is checked and compiled before any model loads, so bad input fails fast (exit 2,
-naming the file and the JSON pointer). The answer is printed as JSON on stdout; ``--stats``
+naming the file and the JSON pointer). ``--grounded`` makes every plain string value copy a
+span of the text (docs/grounded.md). The answer is printed as JSON on stdout; ``--stats``
 adds speed and draft acceptance on stderr.
 """
 
@@ -47,6 +48,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--pydantic", metavar="MODULE:CLASS", help="Pydantic model the output must validate as")
     parser.add_argument("--text", default="-", metavar="FILE", help="text to read, '-' for stdin (default: -)")
     parser.add_argument("--instructions", metavar="TEXT", help="what to extract, in words (optional)")
+    parser.add_argument(
+        "--grounded", action="store_true",
+        help="every string value without enum, const, format or pattern must copy a span of the text "
+        "(fields marked \"x-grounded\": true always do; docs/grounded.md)",
+    )
     parser.add_argument("--compact", action="store_true", help="print the JSON on one line")
     add_model_arguments(parser)
     add_sampling_arguments(parser)
@@ -57,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from structspec.models.prompt import extraction_messages
 
     try:
-        schema, model_class, grammar = _constraint(args)
+        schema, model_class, where = _schema(args)
         if args.text == "-" and sys.stdin.isatty():
             print("structspec: reading the text from stdin (end with Ctrl-D, or pass --text FILE)", file=sys.stderr)
         text = read_text(args.text, "text")
@@ -65,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
             messages = extraction_messages(text, schema, args.instructions)
         except ValueError as exc:
             raise CommandError(f"{'stdin' if args.text == '-' else args.text}: {exc}") from None
+        grammar = _grammar(schema, where, text, args.grounded)
         generator = load_generator(args)
         prepare(generator, grammar)
         result = run_generation(generator, messages, grammar, args, "the text")
@@ -99,9 +106,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _constraint(args: argparse.Namespace) -> tuple[dict[str, Any], type | None, Any]:
-    """The schema, the Pydantic class (or None) and the compiled grammar."""
-    from structspec.grammar import Grammar
+def _schema(args: argparse.Namespace) -> tuple[dict[str, Any], type | None, str]:
+    """The schema, the Pydantic class (or None) and where the schema came from."""
     from structspec.jsonschema.pydantic_models import model_schema
 
     if args.pydantic:
@@ -111,13 +117,19 @@ def _constraint(args: argparse.Namespace) -> tuple[dict[str, Any], type | None, 
         model_class, schema, where = None, read_json(args.schema, "schema"), args.schema
     if not isinstance(schema, dict):
         raise CommandError(f"{where}: a JSON Schema must be a JSON object")
+    return schema, model_class, where
+
+
+def _grammar(schema: dict[str, Any], where: str, text: str, grounded: bool) -> Any:
+    """The compiled grammar, with grounded strings copying spans of ``text``."""
+    from structspec.grammar import Grammar
+
     try:
         with step("compiling schema"):
-            grammar = Grammar.from_json_schema(schema)
+            return Grammar.from_json_schema(schema, source=text, grounded=grounded)
     except SchemaError as exc:
         keyword = f" ({exc.keyword})" if exc.keyword else ""
         raise CommandError(f"{where}#{exc.pointer}{keyword}: {exc.code} {exc.message}") from None
-    return schema, model_class, grammar
 
 
 def import_model(spec: str) -> type:

@@ -37,20 +37,29 @@ class Constraint:
             return self.python_type.parse(text)
         return None
 
-def to_constraint(constraint: Any) -> Constraint:
+def to_constraint(constraint: Any, *, source: str | None = None, grounded: bool = False) -> Constraint:
     """Accept a :class:`Grammar`, GBNF text, a JSON Schema dict, a Pydantic model class (or any
     type pydantic can validate, such as ``list[Model]`` or a discriminated union), or a
-    :class:`~structspec.grammar.tags.StructuralTag`."""
-    if isinstance(constraint, Constraint):
-        return constraint
-    if isinstance(constraint, Grammar):
-        return Constraint(constraint, "grammar")
-    if isinstance(constraint, StructuralTag):
-        return Constraint(constraint.grammar, "tags", constraint)
-    if isinstance(constraint, str):
+    :class:`~structspec.grammar.tags.StructuralTag`.
+
+    ``source`` is the text that schema strings marked ``"x-grounded": true`` (a Pydantic field
+    ``Annotated[str, Grounded()]``) must be spans of; ``grounded=True`` grounds every string
+    value without ``enum``, ``const``, ``format`` or ``pattern`` too (docs/grounded.md)."""
+    if grounded and source is None:
+        raise ValueError("grounded=True needs the source text to ground strings in: pass source=...")
+    if isinstance(constraint, (Constraint, Grammar, StructuralTag, str)):
+        if source is not None:
+            raise ValueError("source= grounds the strings of a JSON Schema or Pydantic constraint; a grammar is "
+                             "compiled already (build it with Grammar.from_json_schema(schema, source=...))")
+        if isinstance(constraint, Constraint):
+            return constraint
+        if isinstance(constraint, Grammar):
+            return Constraint(constraint, "grammar")
+        if isinstance(constraint, StructuralTag):
+            return Constraint(constraint.grammar, "tags", constraint)
         return Constraint(Grammar.from_gbnf(constraint), "grammar")
     if isinstance(constraint, dict):
-        return Constraint(Grammar.from_json_schema(constraint), "json")
+        return Constraint(Grammar.from_json_schema(constraint, source=source, grounded=grounded), "json")
     adapter = type_adapter(constraint)
     if adapter is None:
         raise TypeError(
@@ -58,4 +67,5 @@ def to_constraint(constraint: Any) -> Constraint:
             f"or a structspec.StructuralTag, got {constraint!r}"
         )
     schema = closed_schema(adapter.json_schema(mode="validation"))
-    return Constraint(Grammar.from_json_schema(schema), "pydantic", constraint, adapter)
+    grammar = Grammar.from_json_schema(schema, source=source, grounded=grounded)
+    return Constraint(grammar, "pydantic", constraint, adapter)

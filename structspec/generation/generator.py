@@ -76,19 +76,25 @@ class Generator:
         # A draft-model token's cost in target forwards until measured: the models' size ratio.
         self._draft_price = _size(draft_model) / _size(model) if draft_model is not None else 0.0
 
-    def compile(self, constraint: Any) -> tuple[Constraint, CompiledGrammar]:
-        """The constraint read as a grammar and compiled for this vocabulary (cached). A
+    def compile(
+        self, constraint: Any, *, source: str | None = None, grounded: bool = False
+    ) -> tuple[Constraint, CompiledGrammar]:
+        """The constraint read as a grammar (strings grounded in ``source`` as
+        :meth:`generate` says) and compiled for this vocabulary (cached). The returned
+        :class:`Constraint` can be passed to :meth:`generate` as the constraint itself. A
         :class:`~structspec.masks.compiled.CompiledGrammar` for this vocabulary is used as it
         is, and not cached here: its owner decides how long it lives."""
         if isinstance(constraint, CompiledGrammar):
             if constraint.vocabulary != self.vocabulary:
                 raise ValueError("the compiled grammar was compiled for another vocabulary than this model's")
-            return to_constraint(constraint.grammar), constraint
+            return to_constraint(constraint.grammar, source=source, grounded=grounded), constraint
         key = _cache_key(constraint)
+        if key is not None and source is not None:
+            key = (key, source, grounded)
         hit = self._compiled.get(key, None) if key is not None else None
         if hit is not None:
             return hit
-        parsed = to_constraint(constraint)
+        parsed = to_constraint(constraint, source=source, grounded=grounded)
         entry = (parsed, compile_grammar(parsed.grammar, self.vocabulary))
         return self._compiled.put(key, entry) if key is not None else entry
 
@@ -105,6 +111,8 @@ class Generator:
         speculative: SpecConfig | None = None,
         stream: bool = False,
         tools: list[dict[str, Any]] | None = None,
+        source: str | None = None,
+        grounded: bool = False,
     ) -> Result | Stream:
         """Generate a continuation of ``prompt`` (text, or chat messages) that follows
         ``constraint`` (a Grammar, GBNF text, a JSON Schema dict, a Pydantic model class, a
@@ -120,8 +128,14 @@ class Generator:
         the chat template (see :func:`~structspec.generation.prompt.prompt_ids`); constrain the
         calls with :func:`~structspec.generation.tool_calls.tool_call_tag`. Returns a
         :class:`Result`, or with ``stream=True`` a :class:`Stream` of text pieces.
+
+        ``source`` (a schema or Pydantic constraint): the text that strings marked
+        ``"x-grounded": true`` (``Annotated[str, Grounded()]``) must copy a span of;
+        ``grounded=True`` grounds every string without ``enum``, ``const``, ``format`` or
+        ``pattern`` as well (docs/grounded.md).
         """
-        request = Request(prompt, constraint, max_new_tokens, temperature, top_p, top_k, seed, tools)
+        request = Request(prompt, constraint, max_new_tokens, temperature, top_p, top_k, seed, tools, source,
+                          grounded)
         target = CachedModel(self.model, self.vocabulary.size, trees=self._tree_attention)
         run = _Run(self, self.sequence(request, speculative), target)
         if stream:
@@ -178,7 +192,7 @@ class Generator:
                             seed=request.seed, max_new_tokens=request.max_new_tokens)
         ids = prompt_ids(self.tokenizer, request.prompt, request.tools)
         check_context(len(ids), sampling.max_new_tokens, {"model": self.model, "draft model": self.draft_model})
-        parsed, compiled = self.compile(request.constraint)
+        parsed, compiled = self.compile(request.constraint, source=request.source, grounded=request.grounded)
         rng = sampling.rng()
         chain = self._chain(speculative, sampling, rng)
         max_draft = speculative.max_draft if speculative else 0

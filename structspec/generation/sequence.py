@@ -25,7 +25,9 @@ class Request:
     ``prompt`` is text or chat messages, ``constraint`` a Grammar, GBNF text, a JSON Schema dict,
     a Pydantic model class or a :class:`~structspec.StructuralTag`; ``temperature == 0`` is
     greedy; ``seed`` makes sampling reproducible (``None``: non-deterministic); ``tools``
-    (OpenAI-style function definitions) go to the chat template with the messages."""
+    (OpenAI-style function definitions) go to the chat template with the messages; ``source``
+    and ``grounded`` ground a schema's strings in a text as ``Generator.generate`` says
+    (docs/grounded.md)."""
 
     prompt: str | Messages
     constraint: Any
@@ -35,6 +37,8 @@ class Request:
     top_k: int = 0
     seed: int | None = None
     tools: list[dict[str, Any]] | None = None
+    source: str | None = None
+    grounded: bool = False
 
 
 class RequestError(ValueError):

@@ -5,7 +5,8 @@ remaining rule with byte-range, rule-reference and token-reference edges (charac
 become UTF-8 byte-range sequences), then determinize each with the subset construction; both
 constructions are the automaton core of :mod:`structspec.ir.nfa`, over bytes here.
 Size limits keep pathological grammars from exhausting memory; past them compilation fails
-with ``E108`` naming the rule.
+with ``E108`` naming the rule. Rules given as byte automata (``automata``: built elsewhere, such
+as the spans of a source text) are taken as they are, never inlined.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.grammar.ruleset import ByteMoves, RuleSet
 from structspec.grammar.utf8 import utf8_sequences
+from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef, walk
 from structspec.ir.nfa import NFA, Determinized, determinize
 from structspec.lru import BoundedCache
@@ -42,6 +44,13 @@ _DFA_CACHE: BoundedCache[tuple[Expr, tuple[tuple[str, Expr], ...]], _DFA] = Boun
 (thread-safe: the server compiles request grammars on several threads)."""
 
 
+_PLANS: BoundedCache[tuple, tuple] = BoundedCache(max_entries=32)
+"""For rule tables with given rules (a grounded schema's, kept by ``Grammar.from_gbnf`` and
+reused for every source text): which rules are compiled and their automata, so that a new text
+costs only assembling its given automata with them. Keyed by the table's identity; an entry
+holds the table, so the identity is not reused while the entry lives."""
+
+
 class CompileLimitError(Exception):
     """Raised with the diagnostic to report when a rule exceeds a size limit."""
 
@@ -50,14 +59,28 @@ class CompileLimitError(Exception):
         self.diagnostic = diagnostic
 
 
-def compile_rules(table: Mapping[str, Rule], root: str) -> RuleSet:
-    """Compile the rules reachable from ``root``; ``table`` must be free of analysis errors."""
-    order = _reachable_in_order(table, root)
-    inline = _inlinable(table, order, {name: _refs(table, name) for name in order})
-    compiled = [name for name in order if name not in inline or name == root]
-    dfas = [_rule_dfa(table, inline, name) for name in compiled]
-    symbols = (sym for dfa in dfas for moves in dfa.sym_next for sym in moves)
-    token_refs = tuple(dict.fromkeys(sym for sym in symbols if isinstance(sym, TokenRef)))
+def compile_rules(
+    table: Mapping[str, Rule], root: str, automata: Mapping[str, ByteAutomaton] | None = None
+) -> RuleSet:
+    """Compile the rules reachable from ``root``; ``table`` must be free of analysis errors.
+
+    ``automata`` gives some rules' automata outright; ``table`` holds a stand-in rule for
+    each (see :mod:`structspec.grammar.given`), which is never compiled nor inlined."""
+    given = automata or {}
+    key = (id(table), root, frozenset(given))
+    plan = _PLANS.get(key, None) if given else None
+    if plan is None or plan[0] is not table:
+        order = _reachable_in_order(table, root)
+        inline = _inlinable(table, order, {name: _refs(table, name) for name in order}) - given.keys()
+        compiled = [name for name in order if name not in inline or name == root]
+        own = [None if name in given else _rule_dfa(table, inline, name) for name in compiled]
+        symbols = (sym for dfa in own if dfa is not None for moves in dfa.sym_next for sym in moves)
+        token_refs = tuple(dict.fromkeys(sym for sym in symbols if isinstance(sym, TokenRef)))
+        plan = (table, compiled, own, token_refs)
+        if given:
+            _PLANS.put(key, plan)
+    _, compiled, own, token_refs = plan
+    dfas = [_given_dfa(given[name]) if dfa is None else dfa for name, dfa in zip(compiled, own, strict=True)]
     return _assemble(compiled, dfas, root, token_refs)
 
 
@@ -84,6 +107,17 @@ def _build_dfa(table: Mapping[str, Rule], inline: set[str], rule: Rule) -> _DFA:
         )
 
     return _DFA(determinize(nfa, nfa.closure([start]), lambda subset: end in subset, DFA_LIMIT, too_large))
+
+
+def _given_dfa(automaton: ByteAutomaton) -> _DFA:
+    """A rule automaton taken as given: its moves, written into the rule set's table as they are
+    (every byte it moves on is a byte class of its own)."""
+    byte_class = np.zeros(256, dtype=np.int32)
+    byte_class[automaton.byte] = 1 + automaton.byte.astype(np.int32)
+    has_bytes = np.zeros(automaton.n_states, dtype=bool)
+    has_bytes[automaton.src] = True
+    moves = (automaton.src, automaton.byte, automaton.dst)
+    return _DFA(Determinized([], [], []), _Layout(byte_class, None, (), automaton.final, has_bytes, moves))
 
 
 def _inlined_callees(table: Mapping[str, Rule], inline: set[str], name: str) -> tuple[tuple[str, Expr], ...]:
@@ -288,11 +322,11 @@ def _range_mask(low: int, high: int) -> int:
 class _DFA:
     """One rule's deterministic automaton with local state numbers (0 is the start)."""
 
-    def __init__(self, automaton: Determinized[int]) -> None:
+    def __init__(self, automaton: Determinized[int], layout: _Layout | None = None) -> None:
         self.byte_pieces = automaton.edges  # (byte mask, target)
         self.sym_next = automaton.moves  # called rule name or token reference -> target
         self.final = automaton.accept
-        self._layout: _Layout | None = None
+        self._layout = layout
 
     def layout(self) -> _Layout:
         """The automaton as arrays, built once and cached with it, so that assembling a grammar
@@ -300,15 +334,18 @@ class _DFA:
         if self._layout is None:
             byte_class, table = _local_classes(self.byte_pieces)
             calls = tuple((q, tuple(moves.items())) for q, moves in enumerate(self.sym_next) if moves)
-            self._layout = _Layout(byte_class, table, calls, np.array(self.final, dtype=bool))
+            final = np.array(self.final, dtype=bool)
+            self._layout = _Layout(byte_class, table, calls, final, (table >= 0).any(axis=1))
         return self._layout
 
 
 class _Layout(NamedTuple):
     byte_class: np.ndarray  # byte -> local class
-    table: np.ndarray  # [state, local class] -> local target, -1 for none
+    table: np.ndarray | None  # [state, local class] -> local target, -1 for none (None: see moves)
     calls: tuple[tuple[int, tuple[tuple[str | TokenRef, int], ...]], ...]  # states with symbol edges
     final: np.ndarray
+    has_bytes: np.ndarray  # [state]: whether it moves on some byte
+    moves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a given automaton's (src, byte, dst)
 
 
 def _refine(pieces: list[tuple[int, set[int]]], mask: int, targets: set[int]) -> list[tuple[int, set[int]]]:
@@ -347,22 +384,30 @@ def _assemble(names: list[str], dfas: list[_DFA], root: str, token_refs: tuple[T
     rank[order] = np.arange(len(order))
     byte_class = rank[byte_class.reshape(-1)].astype(np.int32)
     columns = columns[:, order]
-    parts = []
+    class_table = np.empty((total, columns.shape[1]), dtype=np.int32)  # filled in place: rules can be big
     for r, layout in enumerate(layouts):
-        moves = layout.table[:, columns[r]]
-        parts.append(np.where(moves >= 0, moves + offsets[r], -1))
-    class_table = np.concatenate(parts).astype(np.int32)
+        rows = class_table[offsets[r] : offsets[r] + sizes[r]]
+        if layout.moves is not None:  # given: each byte it moves on is a global class of its own
+            src, byte, dst = layout.moves
+            rows.fill(-1)
+            rows[src, byte_class[byte]] = dst + offsets[r]
+            continue
+        np.take(layout.table, columns[r], axis=1, out=rows)
+        if offsets[r]:
+            rows[rows >= 0] += offsets[r]
     refs: list[tuple[tuple[int, int], ...]] = [()] * total
     token_edges: list[tuple[tuple[int, int], ...]] = [()] * total
+    has_refs = np.zeros(total, dtype=bool)
+    has_tokens = np.zeros(total, dtype=bool)
     for r, layout in enumerate(layouts):
         base = rule_start[r]
         for q, moves in layout.calls:
             refs[base + q] = tuple((rule_start[index[s]], base + t) for s, t in moves if isinstance(s, str))
             token_edges[base + q] = tuple((token_index[s], base + t) for s, t in moves if isinstance(s, TokenRef))
+            has_refs[base + q] = bool(refs[base + q])
+            has_tokens[base + q] = bool(token_edges[base + q])
     final = np.concatenate([layout.final for layout in layouts])
-    has_bytes = (class_table >= 0).any(axis=1)
-    has_refs = np.array([bool(e) for e in refs], dtype=bool)
-    has_tokens = np.array([bool(e) for e in token_edges], dtype=bool)
+    has_bytes = np.concatenate([layout.has_bytes for layout in layouts])
     movable = has_bytes | has_tokens
     return RuleSet(
         rule_names=tuple(names),

@@ -8,10 +8,31 @@ from types import MappingProxyType
 from structspec.grammar.compiler import CompileLimitError, compile_rules
 from structspec.grammar.gbnf.analysis import grammar_errors, rule_table
 from structspec.grammar.gbnf.parser import parse_gbnf
+from structspec.grammar.given import comments, stand_ins
 from structspec.grammar.parse_state import ParseState
 from structspec.grammar.ruleset import RuleSet
+from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Rule
 from structspec.ir.printer import format_rules
+from structspec.lru import ENTRY_OVERHEAD, BoundedCache
+
+
+def _rule_table(text: str, root: str, automata: Mapping[str, ByteAutomaton]) -> dict[str, Rule]:
+    """The checked rule table of ``text`` with stand-ins for the given rules; raises
+    :class:`~structspec.GrammarError` for the first problem."""
+    parsed = parse_gbnf(text)
+    given = stand_ins(automata, parsed.rules, text)
+    # Syntax errors first: rules that failed to parse would cause follow-on errors.
+    problems = list(parsed.diagnostics) or grammar_errors([*parsed.rules, *given], root)
+    if problems:
+        first = min(problems, key=lambda d: (d.line, d.column))
+        raise first.to_error(text)
+    return rule_table([*parsed.rules, *given])[0]
+
+
+_TABLES: BoundedCache[tuple, dict[str, Rule]] = BoundedCache(
+    max_entries=32, max_bytes=64 << 20, weigh=lambda key, _table: 40 * len(key[0]) + ENTRY_OVERHEAD)
+"""Rule tables of texts with given rules (about 40 bytes of syntax tree per character of text)."""
 
 
 class Grammar:
@@ -21,37 +42,61 @@ class Grammar:
     :class:`~structspec.grammar.parse_state.ParseState` of this grammar refers to it without copying.
     """
 
-    __slots__ = ("__weakref__", "_root", "_rules", "_ruleset", "_source")
+    __slots__ = ("__weakref__", "_automata", "_root", "_rules", "_ruleset", "_source")
 
-    def __init__(self, rules: Mapping[str, Rule], root: str, ruleset: RuleSet, source: str) -> None:
+    def __init__(
+        self,
+        rules: Mapping[str, Rule],
+        root: str,
+        ruleset: RuleSet,
+        source: str,
+        automata: Mapping[str, ByteAutomaton] | None = None,
+    ) -> None:
         self._rules = MappingProxyType(dict(rules))
         self._root = root
         self._ruleset = ruleset
         self._source = source
+        self._automata = MappingProxyType(dict(automata or {}))
 
     def __reduce__(self) -> tuple:
         """Pickled as its parts (the server compiles grammars in other processes)."""
-        return (Grammar, (dict(self._rules), self._root, self._ruleset, self._source))
+        return (Grammar, (dict(self._rules), self._root, self._ruleset, self._source, dict(self._automata)))
 
     @classmethod
-    def from_gbnf(cls, text: str, root: str = "root") -> Grammar:
-        """Parse and compile GBNF text; raises :class:`~structspec.GrammarError` on bad input."""
-        parsed = parse_gbnf(text)
-        # Syntax errors first: rules that failed to parse would cause follow-on errors.
-        problems = list(parsed.diagnostics) or grammar_errors(parsed.rules, root)
-        if problems:
-            first = min(problems, key=lambda d: (d.line, d.column))
-            raise first.to_error(text)
-        table, _ = rule_table(parsed.rules)
+    def from_gbnf(
+        cls, text: str, root: str = "root", *, automata: Mapping[str, ByteAutomaton] | None = None
+    ) -> Grammar:
+        """Parse and compile GBNF text; raises :class:`~structspec.GrammarError` on bad input.
+
+        ``automata`` defines rules the text names but does not define, each by a deterministic
+        byte automaton built elsewhere (the spans of a source text: docs/grounded.md). The rule
+        table of such a text is kept for the next few calls with the same text and the same given
+        rules' names and nullability (a grounded schema's text is the same for every source)."""
+        key = None
+        if automata and all(isinstance(a, ByteAutomaton) for a in automata.values()):
+            key = (text, root, tuple((name, bool(a.final[0])) for name, a in automata.items()))
+        table = _TABLES.get(key, None) if key is not None else None
+        if table is None:
+            table = _rule_table(text, root, automata or {})
+            if key is not None:
+                _TABLES.put(key, table)
         try:
-            ruleset = compile_rules(table, root)
+            ruleset = compile_rules(table, root, automata)
         except CompileLimitError as exc:
             raise exc.diagnostic.to_error(text) from None
-        return cls(table, root, ruleset, text)
+        own = {name: rule for name, rule in table.items() if name not in (automata or {})}
+        return cls(own, root, ruleset, text, automata)
 
     @classmethod
     def from_json_schema(
-        cls, schema: dict | str, *, whitespace: str = "compact", strict: bool = True, property_order: str = "schema"
+        cls,
+        schema: dict | str,
+        *,
+        whitespace: str = "compact",
+        strict: bool = True,
+        property_order: str = "schema",
+        source: str | None = None,
+        grounded: bool = False,
     ) -> Grammar:
         """A grammar whose sentences are exactly the JSON documents valid under ``schema``.
 
@@ -60,18 +105,30 @@ class Grammar:
         :class:`~structspec.errors.SchemaRelaxedWarning`, listing what was relaxed. Declared
         properties come in schema order; ``property_order="any"`` accepts any order (to check
         documents written elsewhere; generation is more predictable in schema order).
-        """
-        from structspec.jsonschema import schema_to_gbnf
 
-        text = schema_to_gbnf(schema, whitespace=whitespace, strict=strict, property_order=property_order)
-        return cls.from_gbnf(text)
+        ``source`` is the text that strings marked ``"x-grounded": true`` must be spans of;
+        ``grounded=True`` grounds every string value without ``enum``, ``const``, ``format`` or
+        ``pattern`` in it as well (docs/grounded.md).
+        """
+        from structspec.jsonschema import Grounding, convert_schema
+
+        if grounded and source is None:
+            raise ValueError("grounded=True needs the source text to ground strings in: pass source=...")
+        grounding = None if source is None else Grounding(source, every_string=grounded)
+        converted = convert_schema(
+            schema, whitespace=whitespace, strict=strict, property_order=property_order, grounding=grounding
+        )
+        return cls.from_gbnf(converted.text, automata=converted.automata)
 
     @classmethod
-    def from_pydantic(cls, model: type, *, whitespace: str = "compact") -> Grammar:
-        """A grammar for the JSON serialization of a Pydantic model class."""
+    def from_pydantic(
+        cls, model: type, *, whitespace: str = "compact", source: str | None = None, grounded: bool = False
+    ) -> Grammar:
+        """A grammar for the JSON serialization of a Pydantic model class (``source`` and
+        ``grounded`` as in :meth:`from_json_schema`; ``Annotated[str, Grounded()]`` marks a field)."""
         from structspec.jsonschema.pydantic_models import model_schema
 
-        return cls.from_json_schema(model_schema(model), whitespace=whitespace)
+        return cls.from_json_schema(model_schema(model), whitespace=whitespace, source=source, grounded=grounded)
 
     @classmethod
     def from_regex(cls, pattern: str) -> Grammar:
@@ -91,6 +148,11 @@ class Grammar:
         return self._rules
 
     @property
+    def automata(self) -> Mapping[str, ByteAutomaton]:
+        """Read-only mapping of the rules given as byte automata (see :meth:`from_gbnf`)."""
+        return self._automata
+
+    @property
     def ruleset(self) -> RuleSet:
         """The compiled, shared rule set (automata over bytes)."""
         return self._ruleset
@@ -101,8 +163,10 @@ class Grammar:
         return self._source
 
     def to_gbnf(self) -> str:
-        """GBNF text for this grammar; parsing it gives an equivalent grammar."""
-        return format_rules(self._rules.values())
+        """GBNF text for this grammar; parsing it gives an equivalent grammar. Rules given as
+        automata print as comments (``# name ::= (given as ...)``): parse the text with
+        ``automata=grammar.automata`` to have them back."""
+        return format_rules(self._rules.values()) + comments(self._automata)
 
     def initial_state(self) -> ParseState:
         """The parse state before any input."""

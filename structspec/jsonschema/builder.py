@@ -2,7 +2,9 @@
 
 Rule names follow schema paths (``root-address-street``), made GBNF-safe and unique. When the
 grammar is rendered, rules that can never finish (an unsatisfiable recursive definition) are
-removed together with every branch that needs them, and unreachable rules are dropped.
+removed together with every branch that needs them, and unreachable rules are dropped. Rules
+given as byte automata (:meth:`GrammarBuilder.give`) are referred to by name and rendered as
+comments.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import re
 from collections.abc import Callable
 
 from structspec.budget import check
+from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import (
     Chars,
     Expr,
@@ -44,6 +47,7 @@ class GrammarBuilder:
     def __init__(self) -> None:
         self.rules: dict[str, MaybeExpr] = {}
         self.reserved: set[str] = set()
+        self.given: dict[str, ByteAutomaton] = {}
 
     def fresh(self, hint: str) -> str:
         """An unused rule name close to ``hint``."""
@@ -62,6 +66,12 @@ class GrammarBuilder:
             raise too_large(f"the grammar would need more than {MAX_RULES} rules")
         self.reserved.add(name)
         self.rules[name] = expr
+
+    def give(self, name: str, automaton: ByteAutomaton) -> Ref:
+        """A rule whose automaton is given rather than written (it must accept something)."""
+        self.reserved.add(name)
+        self.given[name] = automaton
+        return Ref(name)
 
     def rule(self, hint: str, expr: MaybeExpr) -> MaybeExpr:
         """``expr`` itself when it is short and simple, else a reference to a new rule."""
@@ -86,8 +96,10 @@ class GrammarBuilder:
             return None
         seen = {root}
         pending = [root]
-        while pending:  # the rules reachable from the root
-            for ref in references(rules[pending.pop()]):
+        while pending:  # the rules reachable from the root; given rules are leaves
+            refs = references(rules[pending.pop()])
+            seen |= refs & self.given.keys()
+            for ref in refs - self.given.keys():
                 if ref not in seen:
                     seen.add(ref)
                     pending.append(ref)
@@ -112,7 +124,7 @@ class GrammarBuilder:
         for name, expr in self.rules.items():
             for ref in references(expr):
                 users.setdefault(ref, []).append(name)
-        alive: set[str] = set()
+        alive: set[str] = set(self.given)
         pending = [name for name, expr in self.rules.items() if expr is not None]
         while pending:
             check()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any
 
 import jsonschema as jsonschema_lib
@@ -18,6 +19,7 @@ import referencing.exceptions
 
 from structspec.budget import check, deadline
 from structspec.errors import SCHEMA_TOO_DEEP, SchemaError, SchemaRelaxedWarning
+from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Expr, Lit, MaybeExpr, Ref, alt
 from structspec.jsonschema import helpers
 from structspec.jsonschema.arrays import array_expr
@@ -25,6 +27,7 @@ from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema.encoding import free_char, json_value_expr
 from structspec.jsonschema.expand import Expander
 from structspec.jsonschema.facets import Alternative, Facet, RefFacet, alternative_types, split
+from structspec.jsonschema.grounding import KEYWORD, GroundedStrings, Grounding, span_automaton
 from structspec.jsonschema.limits import TIME_LIMIT, check_depth, timeout
 from structspec.jsonschema.metaschema import metaschema_error
 from structspec.jsonschema.numeric import number_expr
@@ -32,6 +35,7 @@ from structspec.jsonschema.objects import object_expr
 from structspec.jsonschema.resolve import Document, Loc
 from structspec.jsonschema.strings import StringSpec, spec_from_facets, string_expr
 from structspec.jsonschema.values import KeySets, fast_validator_class, value_key
+from structspec.lru import ENTRY_OVERHEAD, BoundedCache
 
 WHITESPACE = ("compact", "flexible")
 PROPERTY_ORDERS = ("schema", "any")
@@ -47,6 +51,7 @@ class Converter:
         strict: bool = True,
         property_order: str = "schema",
         time_limit: float | None = TIME_LIMIT,
+        grounding: Grounding | None = None,
     ) -> None:
         if whitespace not in WHITESPACE:
             raise ValueError(f"whitespace must be one of {WHITESPACE}, not {whitespace!r}")
@@ -64,6 +69,9 @@ class Converter:
         if whitespace == "flexible":
             self.ws = self.builder.helper("ws", helpers.whitespace)
         self.expander = Expander(self)
+        self.grounded = GroundedStrings(grounding)
+        cls = jsonschema_lib.validators.validator_for(schema, default=jsonschema_lib.Draft202012Validator)
+        self._validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
         self._draft = jsonschema_lib.validators.validator_for(schema, default=jsonschema_lib.Draft202012Validator)
         fast = fast_validator_class(self._draft, KeySets())
         self._validator = fast(schema, format_checker=self._draft.FORMAT_CHECKER)
@@ -264,7 +272,7 @@ class Converter:
             return None
         out: list[Any] = []
         seen: set[Hashable] = set()
-        for value in candidates:
+        for value in self.grounded.keep_values(facets, candidates):
             key = value_key(value)
             if key not in seen:
                 seen.add(key)
@@ -278,6 +286,8 @@ class Converter:
 
     def _string(self, facets: list[Facet], name: str) -> MaybeExpr:
         spec = spec_from_facets(facets, self.relax)
+        if self.grounded.wanted(spec):
+            return self.grounded.string(self, spec, name, facets[0].loc.pointer)
         if spec.free() and spec.min_len == 0 and spec.max_len is None:
             return self.helper("string")
         return string_expr(self, spec, name)
@@ -335,7 +345,10 @@ class Converter:
             if values is not None:
                 finite = (finite or []) + [v for v in values if isinstance(v, str)]
                 continue
-            specs.append(spec_from_facets(facets, self.relax))
+            spec = spec_from_facets(facets, self.relax)
+            if spec.grounded is not None:
+                self.relax(spec.grounded, KEYWORD, "'x-grounded' applies to string values, not to property names")
+            specs.append(spec)
         if finite is None and not specs:
             finite = []
         return finite, specs
@@ -350,19 +363,48 @@ def _contains(values: list[Any], value: Any) -> bool:
     return any(value_key(v) == key for v in values)
 
 
-def schema_to_gbnf(
+@dataclass(frozen=True)
+class ConvertedSchema:
+    """A schema's grammar: GBNF ``text`` and the rules it names that are given as byte
+    automata (grounded strings); ``Grammar.from_gbnf(text, automata=automata)`` compiles it."""
+
+    text: str
+    automata: dict[str, ByteAutomaton]
+
+    def gbnf(self) -> str:
+        """The text with a comment line for each given rule (what it is, in words)."""
+        return self.text + "".join(automaton.comment(name) for name, automaton in self.automata.items())
+
+
+@dataclass(frozen=True)
+class _Template:
+    """A grounded conversion whose text no source changes: the text, and each grounded rule's
+    narrowing and schema pointer."""
+
+    text: str
+    spans: dict[str, tuple[Any, str]]
+
+
+_TEMPLATES: BoundedCache[tuple[Any, ...], _Template] = BoundedCache(
+    max_entries=64, max_bytes=64 << 20, weigh=lambda key, t: 2 * (len(key[0]) + len(t.text)) + ENTRY_OVERHEAD)
+
+
+def convert_schema(
     schema: dict[str, Any] | bool | str,
     *,
     whitespace: str = "compact",
     strict: bool = True,
     property_order: str = "schema",
     time_limit: float | None = TIME_LIMIT,
-) -> str:
-    """Readable GBNF accepting exactly the JSON texts that validate against ``schema``.
+    grounding: Grounding | None = None,
+) -> ConvertedSchema:
+    """The grammar accepting exactly the JSON texts that validate against ``schema``.
 
     ``property_order="schema"`` writes declared properties in schema order (or required ones
     first); ``"any"`` accepts them in any order, for checking documents written elsewhere (see
-    :mod:`structspec.jsonschema.objects` for its size limit).
+    :mod:`structspec.jsonschema.objects` for its size limit). ``grounding`` names the source
+    text that grounded strings (``"x-grounded": true``, or every plain string) must be spans of
+    (docs/grounded.md).
 
     ``schema`` is a dict (or boolean) or its JSON text. With ``strict=True`` anything that cannot
     be enforced exactly raises :class:`~structspec.errors.SchemaError` (``.pointer``,
@@ -377,7 +419,42 @@ def schema_to_gbnf(
         schema = load_schema_text(schema)
     if not isinstance(schema, (dict, bool)):
         raise SchemaError("a schema must be an object or a boolean", "", "")
-    return Converter(schema, whitespace, strict, property_order, time_limit).convert()
+    key = None
+    if grounding is not None and strict:  # a new text for a schema seen before: only the grounded rules change
+        key = (json.dumps(schema, default=repr), whitespace, property_order, grounding.every_string)
+        template = _TEMPLATES.get(key, None)
+        if template is not None:
+            automata = {name: span_automaton(grounding.source, spec, pointer)
+                        for name, (spec, pointer) in template.spans.items()}
+            if all(automaton is not None for automaton in automata.values()):
+                return ConvertedSchema(template.text, automata)
+    converter = Converter(schema, whitespace, strict, property_order, time_limit, grounding)
+    text = converter.convert()
+    if key is not None and not converter.grounded.source_shaped:
+        _TEMPLATES.put(key, _Template(text, dict(converter.grounded.spans)))
+    return ConvertedSchema(text, dict(converter.builder.given))
+
+
+def schema_to_gbnf(
+    schema: dict[str, Any] | bool | str,
+    *,
+    whitespace: str = "compact",
+    strict: bool = True,
+    property_order: str = "schema",
+    time_limit: float | None = TIME_LIMIT,
+    grounding: Grounding | None = None,
+) -> str:
+    """Readable GBNF for :func:`convert_schema`'s grammar (rules given as automata are
+    comments in it)."""
+    converted = convert_schema(
+        schema,
+        whitespace=whitespace,
+        strict=strict,
+        property_order=property_order,
+        time_limit=time_limit,
+        grounding=grounding,
+    )
+    return converted.gbnf()
 
 
 def load_schema_text(text: str) -> Any:

@@ -58,6 +58,23 @@ def canonical_char(charset: CharSet) -> MaybeExpr:
 _VERBATIM = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*')
 
 
+def json_spelling(char: str) -> tuple[bytes, bytes] | None:
+    """The canonical spelling of ``char`` inside a JSON string as bytes, with the other byte
+    its last one may be (a ``\\u00XX`` escape's last hex digit in the other case; ``b""``
+    for none), as :func:`canonical_char` accepts it; ``None`` for a lone surrogate, which
+    JSON text cannot spell."""
+    if char in _SHORT:
+        return b"\\" + _SHORT[char].encode("ascii"), b""
+    code = ord(char)
+    if code < 0x20:
+        spelled = f"\\u{code:04x}".encode("ascii")
+        last = spelled[-1:]
+        return spelled, last.upper() if last.isalpha() else b""
+    if 0xD800 <= code <= 0xDFFF:
+        return None
+    return char.encode("utf-8"), b""
+
+
 def json_string_literal(text: str) -> Expr:
     """The canonical quoted spelling of ``text``."""
     if _VERBATIM.fullmatch(text):  # no character needs an escape: the text is its own spelling

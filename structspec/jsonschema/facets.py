@@ -68,6 +68,7 @@ ASSERTIONS = {
     "minProperties",
     "unevaluatedProperties",
     "unevaluatedItems",
+    "x-grounded",
     "~not-enum",
     "~not-pattern",
     "~extra-witness",

@@ -8,6 +8,7 @@ a ``const`` discriminator for discriminated unions, which the converter proves d
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from types import SimpleNamespace, UnionType
 from typing import Any, TypeVar
 
@@ -32,6 +33,21 @@ class InstanceValidationError(StructspecError, ValueError):
         self.errors = errors
         lines = [f"  {'.'.join(str(p) for p in e.get('loc', ())) or '<root>'}: {e.get('msg', '')}" for e in errors]
         super().__init__(f"text does not validate as {model.__name__}:\n" + "\n".join(lines))
+
+
+@dataclass(frozen=True)
+class Grounded:
+    """``Annotated[str, Grounded()]``: the field's value must copy a span of the source text
+    that generation is given (``source=``); its schema says ``"x-grounded": true``
+    (docs/grounded.md). ``Field(json_schema_extra={"x-grounded": True})`` says the same."""
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> dict[str, Any]:
+        schema = handler(core_schema)
+        target = handler.resolve_ref_schema(schema)
+        if target.get("type") != "string":
+            raise TypeError(f"Grounded() marks str fields; this field's schema is {target.get('type', target)!r}")
+        target["x-grounded"] = True
+        return schema
 
 
 def _require_model(model_cls: Any) -> type:

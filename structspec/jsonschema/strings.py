@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from structspec.errors import SchemaError
 from structspec.ir.automaton import (
     DFA,
     RuleSink,
@@ -61,6 +62,7 @@ class StringSpec:
     excluded: set[str] = field(default_factory=set)
     negated: list[tuple[str, str]] = field(default_factory=list)  # (regex, pointer)
     negated_formats: list[tuple[str, str]] = field(default_factory=list)  # (name, pointer)
+    grounded: str | None = None  # pointer of an ``x-grounded: true`` (docs/grounded.md)
 
     def free(self) -> bool:
         return not (self.patterns or self.formats or self.excluded or self.negated or self.negated_formats)
@@ -96,6 +98,11 @@ def spec_from_facets(facets: list[Facet], relax: Callable[[str, str, str], None]
         spec.excluded |= {v for v in kw.get("~not-enum", ()) if isinstance(v, str)}
         spec.negated += [(p, f.pointer("pattern")) for p in kw.get("~not-pattern", ())]
         spec.negated_formats += [(n, f.pointer("format")) for n in kw.get("~not-format", ())]
+        if "x-grounded" in kw:
+            if not isinstance(kw["x-grounded"], bool):
+                raise SchemaError("'x-grounded' must be true or false", f.pointer("x-grounded"), "x-grounded")
+            if kw["x-grounded"] and spec.grounded is None:
+                spec.grounded = f.pointer("x-grounded")
     return spec
 
 

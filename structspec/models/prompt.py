@@ -38,15 +38,42 @@ def compact_json(value: Any) -> str:
 
 
 def extraction_messages(text: str, schema: dict[str, Any], instructions: str | None = None) -> list[dict[str, str]]:
-    """Chat messages asking a model to extract ``schema``-shaped JSON from ``text`` (ValueError when it is blank)."""
+    """Chat messages asking a model to extract ``schema``-shaped JSON from ``text`` (ValueError
+    when it is blank). The schema is shown without ``x-grounded`` keywords: grounding is enforced
+    by the grammar, and the bundled models never saw the keyword."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     if not text.strip():
         raise ValueError("the text is empty: there is nothing to extract from")
     if not isinstance(schema, dict):
         raise TypeError(f"schema must be a JSON object (dict), got {type(schema).__name__}")
-    content = f"{instructions or DEFAULT_INSTRUCTIONS}\nSchema: {compact_json(schema)}\n{TEXT_HEADING}{text.strip()}"
+    shown = compact_json(_without_grounding(schema))
+    content = f"{instructions or DEFAULT_INSTRUCTIONS}\nSchema: {shown}\n{TEXT_HEADING}{text.strip()}"
     return [{"role": "user", "content": content}]
+
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_DATA_KEYWORDS = ("const", "enum", "default", "examples")
+
+
+def _without_grounding(schema: Any) -> Any:
+    """A copy of ``schema`` without its boolean ``x-grounded`` keywords (names of properties
+    and values of data keywords are kept as they are)."""
+    if isinstance(schema, list):
+        return [_without_grounding(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "x-grounded" and isinstance(value, bool):
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _without_grounding(sub) for name, sub in value.items()}
+        elif key in _DATA_KEYWORDS:
+            out[key] = value
+        else:
+            out[key] = _without_grounding(value)
+    return out
 
 
 def render_prompt(messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:

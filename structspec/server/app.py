@@ -111,7 +111,9 @@ def create_app(engine: Engine, limits: Limits | None = None) -> FastAPI:
             messages = engine.extraction_messages(job.text, job.schema_, job.instructions)
         except ValueError as exc:
             raise APIError(f"text: {exc}", param="text", code="invalid_value") from None
-        grammar = await run_in_threadpool(cache.from_schema, job.schema_, "schema")
+        grammar = await run_in_threadpool(
+            cache.from_schema, job.schema_, "schema", source=job.text, grounded=job.grounded
+        )
         completion = await _complete(request, worker.submit(engine.job(messages, grammar, sampling, "text")))
         try:
             data = json.loads(completion.text)

@@ -63,9 +63,9 @@ class ConstraintCache:
         self._limits = limits
         self._vocabulary = vocabulary
         self._pool = pool or CompilePool(limits.compile_processes, limits.compile_timeout)
-        self._entries: BoundedCache[tuple[str, str], Entry] = BoundedCache(
+        self._entries: BoundedCache[tuple[Any, ...], Entry] = BoundedCache(
             max_entries=limits.cache_size, max_bytes=limits.cache_bytes, weigh=_compiled_bytes)
-        self._pending: dict[tuple[str, str], Future[Entry]] = {}
+        self._pending: dict[tuple[Any, ...], Future[Entry]] = {}
         self._lock = threading.Lock()
         self.shared = 0
         """Requests that waited for a compilation another request had started."""
@@ -79,11 +79,21 @@ class ConstraintCache:
         return {**self._entries.stats(), "max_bytes": self._limits.cache_bytes, "shared": self.shared,
                 "timeouts": self._pool.timeouts}
 
-    def from_schema(self, schema: Any, param: str, *, strict: bool = True) -> CompiledGrammar:
-        """The grammar of JSON valid under ``schema``; HTTP 400 naming the JSON pointer when it cannot be enforced."""
+    def from_schema(
+        self, schema: Any, param: str, *, strict: bool = True, source: str | None = None, grounded: bool = False
+    ) -> CompiledGrammar:
+        """The grammar of JSON valid under ``schema``; HTTP 400 naming the JSON pointer when it cannot be enforced.
+
+        ``source`` is the text grounded strings copy from (``"x-grounded": true``, or with ``grounded`` every
+        plain string); it is part of the cache key only where the schema grounds something. The source
+        crosses to the compile process with the schema, and the grounded grammar (its span automata
+        included) comes back pickled like any other."""
         canonical = self._limits.check_schema(schema, param)
-        key = ("schema" if strict else "schema-relaxed", canonical)
-        return self._get(key, param, schema_grammar, schema, param, strict)
+        if not grounded and '"x-grounded"' not in canonical:
+            source = None
+        kind = "schema" if strict else "schema-relaxed"
+        key = (kind, canonical) if source is None else (kind, canonical, source, grounded)
+        return self._get(key, param, schema_grammar, schema, param, strict, source, grounded)
 
     def from_gbnf(self, text: str, param: str) -> CompiledGrammar:
         """The grammar of GBNF ``text``; HTTP 400 naming line:column when it is malformed."""
@@ -103,7 +113,7 @@ class ConstraintCache:
         """Stop the compile processes."""
         self._pool.close()
 
-    def _get(self, key: tuple[str, str], param: str, build: Callable[..., Any], *args: Any) -> Any:
+    def _get(self, key: tuple[Any, ...], param: str, build: Callable[..., Any], *args: Any) -> Any:
         self._entries.reweigh()  # masks computed by earlier requests count from now on
         found = self._entries.get(key, None)
         if found is not None:
@@ -143,8 +153,9 @@ class ConstraintCache:
         return compile_grammar(built, self._vocabulary)
 
 
-def _compiled_bytes(_key: tuple[str, str], compiled: Entry) -> int:
-    return compiled.nbytes
+def _compiled_bytes(key: tuple[Any, ...], compiled: Entry) -> int:
+    """The compiled grammar's bytes, plus the source text a grounded entry's key holds."""
+    return compiled.nbytes + sum(len(part) for part in key[2:] if isinstance(part, str))
 
 
 def _gbnf(text: str, param: str) -> Grammar:
@@ -154,13 +165,15 @@ def _gbnf(text: str, param: str) -> Grammar:
         raise grammar_error(exc, param) from None
 
 
-def schema_grammar(schema: Any, param: str, strict: bool) -> Grammar:
-    """The grammar of ``schema`` (run in a compile process); HTTP 400 naming ``param`` and the
-    JSON pointer when it cannot be enforced."""
+def schema_grammar(schema: Any, param: str, strict: bool, source: str | None = None,
+                   grounded: bool = False) -> Grammar:
+    """The grammar of ``schema`` (run in a compile process), strings grounded in ``source`` as
+    :meth:`ConstraintCache.from_schema` says; HTTP 400 naming ``param`` and the JSON pointer when
+    it cannot be enforced."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SchemaRelaxedWarning)
-            return Grammar.from_json_schema(schema, strict=strict)
+            return Grammar.from_json_schema(schema, strict=strict, source=source, grounded=grounded)
     except SchemaError as exc:
         raise schema_error(exc, param, _unsupported(schema)) from None
     except GrammarError as exc:

@@ -285,4 +285,4 @@ class ExtractRequest(_Generating):
     text: str
     schema_: dict[str, Any] = Field(alias="schema")
     instructions: str | None = None
-
+    grounded: bool = False  # every plain string value must copy a span of ``text`` (docs/grounded.md)

@@ -88,6 +88,22 @@ def test_bad_input_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert not (tmp_path / "out.jsonl").exists() or not _lines(tmp_path / "out.jsonl")
 
 
+def test_grounded_values_copy_each_records_own_text(tmp_path: Path) -> None:
+    _docs(tmp_path, 3)
+    with (tmp_path / "docs.jsonl").open("a") as docs:
+        docs.write(json.dumps({"id": "tiny", "text": "Al"}) + "\n")  # no span of 3 characters
+    schema = {**SCHEMA, "properties": {**SCHEMA["properties"], "name": {"type": "string", "minLength": 3}}}
+    (tmp_path / "schema.json").write_text(json.dumps(schema), encoding="utf-8")
+    assert _job(tmp_path, "--grounded") == 1
+    texts = {record.id: record.text for record in read_records(tmp_path / "docs.jsonl")}
+    by_id = {row["id"]: row for row in _lines(tmp_path / "out.jsonl")}
+    for key in ("d0", "d1", "d2", 5):
+        data = by_id[key]["data"]
+        assert data["name"] in texts[key] and data["email"] in texts[key]
+        assert len(data["name"]) >= 3
+    assert by_id["tiny"]["error"].startswith("cannot ground the schema in this text: #: the schema accepts no")
+
+
 def test_ray_missing_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     import sys

@@ -80,6 +80,21 @@ def test_readme_main_job_on_the_bundled_models(capsys: pytest.CaptureFixture[str
     assert "draft acceptance" in err and "branches taken" in err
 
 
+def test_extract_grounded_copies_spans_of_the_text(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    properties = {"toy": {"type": "string"}, "who": {"type": "string", "x-grounded": True}}
+    schema = {"type": "object", "properties": properties, "required": ["toy", "who"], "additionalProperties": False}
+    files["schema"].write_text(json.dumps(schema))
+    text = files["text"].read_text()
+    status, out, err = run(["extract", "--schema", str(files["schema"]), "--text", str(files["text"]), "--grounded",
+                            *model_args()], capsys)
+    assert status == 0, err
+    value = json.loads(out)
+    assert value["toy"] in text and value["who"] in text
+    files["schema"].write_text(json.dumps({**schema, "properties": {"who": {"type": "string", "x-grounded": 1}}}))
+    status, out, err = run(["extract", "--schema", str(files["schema"]), "--text", str(files["text"])], capsys)
+    assert status == 2 and f"{files['schema']}#/properties/who/x-grounded (x-grounded): " in err
+
+
 def test_extract_from_stdin_compact(
     files: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

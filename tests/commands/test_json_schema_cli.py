@@ -81,3 +81,18 @@ def test_regex_and_pydantic(
     status, out, _ = run(["--pydantic", "cli_models:Item"], capsys)
     assert status == 0 and Grammar.from_gbnf(out).matches('{"name":"x","count":2}')
     sys.modules.pop("cli_models", None)
+
+
+def test_grounded_schema_prints_the_given_rule_as_a_comment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    schema, source = tmp_path / "s.json", tmp_path / "doc.txt"
+    schema.write_text(json.dumps({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}))
+    source.write_text('Ada "the Countess" Lovelace\n', encoding="utf-8")
+    status, out, err = run([str(schema), "--source", str(source), "--grounded"], capsys)
+    assert status == 0 and not err
+    assert 'root-name ::= "\\"" source-span "\\""' in out
+    assert "# source-span ::= (given as a deterministic byte automaton of" in out and "(28 characters)" in out
+    status, out, err = run([str(schema), "--grounded"], capsys)
+    assert status == 2 and not out and "--grounded needs --source" in err
+    schema.write_text(json.dumps({"type": "object", "properties": {"name": {"type": "string", "x-grounded": True}}}))
+    status, out, err = run([str(schema)], capsys)
+    assert status == 2 and "#/properties/name/x-grounded (x-grounded): " in err and "--source" in err

@@ -188,6 +188,29 @@ def test_extract(http: httpx.Client) -> None:
     assert body["stats"]["tokens"] > 0 and body["stats"]["stop_reason"] in {"eos", "grammar"}
 
 
+def test_extract_grounded_values_are_spans_of_the_text(http: httpx.Client) -> None:
+    text = "Sue met Tom in the old park by the river. Sue was happy."
+    schema = {"type": "object", "properties": {"who": {"type": "string", "maxLength": 12}, "where": {"type": "string"},
+                                               "mood": {"type": "string", "x-grounded": True}},
+              "required": ["who", "where", "mood"], "additionalProperties": False}
+    for body in ({"grounded": True}, {}):
+        response = http.post("/v1/extract", json={"text": text, "schema": schema, "max_tokens": 80, **body})
+        assert response.status_code == 200, response.text
+        data = response.json()["data"]
+        jsonschema.validate(data, schema)
+        assert data["mood"] in text  # marked: grounded whatever the request says
+        if body:
+            assert data["who"] in text and data["where"] in text
+
+
+def test_grounding_needs_a_text(http: httpx.Client) -> None:
+    schema = {"type": "object", "properties": {"who": {"type": "string", "x-grounded": True}}}
+    response = chat(http, response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
+    assert_error(response, 400, "#/properties/who/x-grounded", "source text")
+    response = http.post("/v1/extract", json={"text": "Tom", "schema": schema, "grounded": "very"})
+    assert_error(response, 400, "grounded")
+
+
 def test_concurrent_requests_do_not_interfere(http: httpx.Client) -> None:
     grammars = [YES_NO, 'root ::= [0-9]{3}', 'root ::= "a" [bc]{2,4}', YES_NO, 'root ::= ("x" | "y"){5}']
     alone = [chat(http, grammar=g, max_tokens=16).json()["choices"][0]["message"]["content"] for g in grammars]

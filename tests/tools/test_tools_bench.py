@@ -53,3 +53,35 @@ def test_mask_profile_classifies_each_mask_by_its_work() -> None:
     assert text.startswith(f"{2 * len(first)} masks:") and "whole-state cache hit" in text
     kinds = {call.kind for call in first + again}
     assert len(text.splitlines()) == 1 + len(kinds) + 1 + 2  # summary, one line a kind, heading, slowest
+
+
+def test_grounded_bench_reaches_the_first_value_and_sums_its_steps() -> None:
+    import json
+
+    import bench_grounded
+
+    text = bench_grounded.source_text(600, 0)
+    assert len(text) == 600 and "\n\n" in text
+    schema = json.loads((REPO / "examples" / "invoice.schema.json").read_text())
+    steps, sizes = bench_grounded.time_once(schema, text, _byte_vocabulary())
+    named = dict(zip(bench_grounded.STEPS, steps, strict=True))
+    assert named["total"] == pytest.approx(sum(steps[1:5]), abs=1e-3)
+    assert sizes["source-span"] > 600 and sizes["rule set"] > sizes["source-span"]
+
+
+def test_demo_evaluation_sorts_fields_by_kind_and_marks_copied_strings() -> None:
+    import eval_demo_models as ev
+
+    text = "Bill no. INV-7, 3 items, due 8 May 2024"
+    assert [ev.field_kind(v, text) for v in ("INV-7", "2024-05-08", 3, True, ["a"])] == [
+        "verbatim string", "other string", "number", "boolean", "list"]
+    schema = {"type": "object", "properties": {"id": {"type": "string"}, "due": {"type": "string", "format": "date"},
+                                               "mail": {"type": "string", "format": "email"},
+                                               "cur": {"type": "string", "enum": ["EUR"]}, "n": {"type": "integer"}}}
+    flagged = {k for k, v in ev.marked(schema)["properties"].items() if v.get("x-grounded")}
+    assert flagged == {"id", "mail"}
+    off = {"grounding": "off", "per_kind": {"number": {"fields_right": 0.5, "fields": 2}}, "fields_right": 0.5,
+           "examples_exact": 0.0, "schema_valid": 1.0}
+    on = {**off, "grounding": "on", "per_kind": {"number": {"fields_right": 1.0, "fields": 2}}, "fields_right": 1.0}
+    table = ev.grounding_table([off, on])
+    assert "| number | 2 | 50.0% | 100.0% (+50.0) |" in table

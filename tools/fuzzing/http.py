@@ -32,9 +32,11 @@ def free_port() -> int:
 class Server:
     """``structspec serve`` in a child process, its log in ``log_path``."""
 
-    def __init__(self, log_path: Path, max_tokens: int = 16, start_timeout: float = 180.0) -> None:
+    def __init__(self, log_path: Path, max_tokens: int = 16, start_timeout: float = 180.0,
+                 compile_timeout: float = 20.0) -> None:
         self.log_path = log_path
         self.max_tokens = max_tokens
+        self.compile_timeout = compile_timeout  # below the case time-out: a slow compile is the server's 400
         self.start_timeout = start_timeout
         self._log_seen = 0
         self._start()
@@ -43,7 +45,7 @@ class Server:
         self.port = free_port()
         command = [sys.executable, "-m", "structspec.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
                    "--max-tokens", str(self.max_tokens), "--default-max-tokens", str(self.max_tokens),
-                   "--log-level", "warning"]
+                   "--compile-timeout", f"{self.compile_timeout:g}", "--log-level", "warning"]
         self._log = self.log_path.open("ab")
         self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}")
