@@ -4,6 +4,12 @@ A mask depends only on the tokens so far, so the masks a round will read -- at t
 text and after each token of the draft's main line -- can be computed during the target's
 forward. The native mask core releases the GIL while it sweeps, and compiled grammars cache
 masks per parse state (shared and thread-safe), so the round's own reads then find them ready.
+
+Only masks not cached yet go to the worker: the walk along the cached ones (a step-cache and a
+mask-cache lookup per token) is done in place, and when everything is cached -- greedy decoding
+along a path already taken, forced tokens seen before -- no work is handed over at all. A
+hand-over costs thread wake-ups and a share of the GIL while the forward's own Python code runs:
+on a CPU with a small model that was 15% of the time per token for nothing.
 """
 
 from __future__ import annotations
@@ -34,15 +40,31 @@ class MaskPrefetch:
         """For each ``(matcher, tokens)``, compute the mask of the matcher's state and of the
         states after each of ``tokens`` (on a copy taken now: the matcher is not moved)."""
         self.wait()
-        copies = [(matcher.copy(), list(tokens)) for matcher, tokens in walks]
-        if copies:
-            self._pending = self._pool.submit(_masks_along, copies)
+        left = [walk for walk in (_uncached(matcher, tokens) for matcher, tokens in walks) if walk is not None]
+        if left:
+            self._pending = self._pool.submit(_masks_along, left)
 
     def wait(self) -> None:
         """Block until the last prefetch is done (its masks are then cached)."""
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.result()
+
+
+def _uncached(matcher: Matcher, tokens: Sequence[int]) -> tuple[Matcher, list[int]] | None:
+    """A copy of ``matcher`` moved along ``tokens`` to the first state whose mask is not
+    cached, with the tokens after it; None when every mask along the walk is cached (or it
+    ends: a token the grammar forbids, a finished text)."""
+    walker = matcher.copy()
+    compiled = walker.compiled
+    for at in range(len(tokens) + 1):
+        if walker.is_finished():
+            return None
+        if compiled.known_mask_words(walker.state) is None:
+            return walker, list(tokens[at:])
+        if at == len(tokens) or not walker.accept_token(tokens[at]):
+            return None
+    return None
 
 
 def _masks_along(walks: list[tuple[Matcher, list[int]]]) -> None:

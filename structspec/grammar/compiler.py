@@ -11,7 +11,7 @@ as the spans of a source text) are taken as they are, never inlined.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -30,6 +30,7 @@ DFA_CACHE_ENTRIES = 4096  # rule automata kept for reuse
 DFA_STATE_BYTES = 700  # estimated bytes per state of a kept automaton with its key (measured: about 680)
 NFA_LIMIT = 400_000  # NFA states per rule
 DFA_LIMIT = 100_000  # DFA states per rule
+BLOCK_AT = 4096  # repetition counts above which a repetition calls a rule of ~sqrt(count) copies
 
 
 def _dfa_bytes(_key: object, dfa: _DFA) -> int:
@@ -70,10 +71,11 @@ def compile_rules(
     key = (id(table), root, frozenset(given))
     plan = _PLANS.get(key, None) if given else None
     if plan is None or plan[0] is not table:
-        order = _reachable_in_order(table, root)
-        inline = _inlinable(table, order, {name: _refs(table, name) for name in order}) - given.keys()
+        rules, blocks = _blocked(table, given.keys())
+        order = _reachable_in_order(rules, root)
+        inline = _inlinable(rules, order, {name: _refs(rules, name) for name in order}) - given.keys() - blocks
         compiled = [name for name in order if name not in inline or name == root]
-        own = [None if name in given else _rule_dfa(table, inline, name) for name in compiled]
+        own = [None if name in given else _rule_dfa(rules, inline, name) for name in compiled]
         symbols = (sym for dfa in own if dfa is not None for moves in dfa.sym_next for sym in moves)
         token_refs = tuple(dict.fromkeys(sym for sym in symbols if isinstance(sym, TokenRef)))
         plan = (table, compiled, own, token_refs)
@@ -130,6 +132,64 @@ def _inlined_callees(table: Mapping[str, Rule], inline: set[str], name: str) -> 
                 found[callee] = table[callee].body
                 todo.append(callee)
     return tuple(sorted(found.items(), key=lambda item: item[0]))
+
+
+def _blocked(table: Mapping[str, Rule], given: Collection[str] = ()) -> tuple[Mapping[str, Rule], set[str]]:
+    """``table`` with every repetition counted past ``BLOCK_AT`` rewritten over a new *block*
+    rule of ``k`` copies of its item (``k`` about the square root of the count), and the block
+    rules' names. ``x{m,n}`` becomes ``x{m}`` then ``x{0,n-m}``; with ``B ::= x{k}``,
+    ``x{c} = B{c // k} x{c % k}`` and ``x{0,d} = B{0,q-1} x{0,k-1} | B{q} x{0,d % k}``
+    (``q = d // k``): the same language, ``O(k)`` automaton states where the plain expansion
+    needs one per count (``x{100000}`` would need 100,001), the count kept on the parse
+    stack. Block names hold ``~``, which GBNF names cannot. Rules named in ``given`` (stand-ins
+    for given automata) are left as they are."""
+    if not any(isinstance(n, Rep) and max(n.low, n.high or 0) > BLOCK_AT
+               for name, rule in table.items() if name not in given for n in walk(rule.body)):
+        return table, set()
+    rules = dict(table)
+    blocks: set[str] = set()
+
+    def block(rule: Rule, item: Expr, k: int, at: Expr) -> Ref:
+        name = f"{rule.name}~{len(blocks)}"
+        blocks.add(name)
+        rules[name] = Rule(name=name, body=Rep(item, k, k, line=at.line, column=at.column),
+                           line=at.line, column=at.column)
+        return Ref(name=name, line=at.line, column=at.column)
+
+    def rewrite(rule: Rule, node: Expr) -> Expr:
+        if isinstance(node, Seq):
+            return Seq(tuple(rewrite(rule, n) for n in node.items), line=node.line, column=node.column)
+        if isinstance(node, Alt):
+            return Alt(tuple(rewrite(rule, n) for n in node.items), line=node.line, column=node.column)
+        if not isinstance(node, Rep):
+            return node
+        item = rewrite(rule, node.item)
+        if max(node.low, node.high or 0) <= BLOCK_AT:
+            return Rep(item, node.low, node.high, line=node.line, column=node.column)
+        k = int(max(node.low, node.high or 0) ** 0.5) + 1
+        ref = block(rule, item, k, node)
+
+        def times(low: int, high: int | None, of: Expr = item) -> Rep:
+            return Rep(of, low, high, line=node.line, column=node.column)
+
+        def exactly(count: int) -> list[Expr]:
+            return [times(count // k, count // k, ref), times(count % k, count % k)]
+
+        if node.high is None:
+            tail: list[Expr] = [times(0, None)]
+        elif node.high - node.low < k:
+            tail = [times(0, node.high - node.low)]
+        else:
+            q, r = divmod(node.high - node.low, k)
+            tail = [Alt((Seq((times(0, q - 1, ref), times(0, k - 1))),
+                         Seq((times(q, q, ref), times(0, r))))), ]
+        return Seq((*exactly(node.low), *tail), line=node.line, column=node.column)
+
+    for name, rule in table.items():
+        if name in given:
+            continue
+        rules[name] = Rule(name=name, body=rewrite(rule, rule.body), line=rule.line, column=rule.column)
+    return rules, blocks
 
 
 def _reachable_in_order(table: Mapping[str, Rule], root: str) -> list[str]:

@@ -78,7 +78,8 @@ class GrammarLogitsProcessor:
     def _guess_next(self, scores: torch.Tensor, rows: list[int], suffixes: list[tuple[int, ...]],
                     matchers: list[Matcher | None]) -> None:
         """Advance each constrained row by its masked argmax and compute the masks there in the
-        background (the matchers are cached in this thread; only masks are computed there)."""
+        background (the matchers are cached in this thread; only masks not cached yet are
+        computed there: handing over cache hits only costs thread wake-ups)."""
         guesses = scores[rows].argmax(dim=-1).tolist()
         states = []
         for row, token in zip(rows, guesses, strict=True):
@@ -86,8 +87,10 @@ class GrammarLogitsProcessor:
             if key not in self._matchers:
                 following = matchers[row].copy()
                 self._matchers[key] = following if following.accept_token(token) else None
-            if self._matchers[key] is not None:
-                states.append(self._matchers[key])
+            guessed = self._matchers[key]
+            if guessed is not None and not guessed.is_finished() and (
+                    guessed.compiled.known_mask_words(guessed.state) is None):  # only work not done yet leaves
+                states.append(guessed)
         if states:
             self._pending = _worker().submit(_fill_masks, states)
 

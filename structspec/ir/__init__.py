@@ -5,7 +5,9 @@ code points (``charset``); the expression tree that the GBNF parser yields and t
 and regex converters build (``expr``), with its one GBNF printer (``printer``); the one
 NFA and subset construction, over bytes or code points (``nfa``); and deterministic automata
 over code points with intersection, complement and minimization, emitted back as expressions
-(``automaton``).
+(``automaton``). For grounded strings: the suffix automaton of a source text (``suffix``, built
+in C by ``_suffix.pyx``), its spans narrowed and spelled in bytes (``spans``), and byte automata
+given to the grammar compiler as move lists (``byte_automaton``).
 
 May import: ``structspec.errors`` only.
 """

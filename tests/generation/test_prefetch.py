@@ -40,3 +40,19 @@ def test_prefetch_stops_at_a_forbidden_token_and_goes_on_with_the_next_walk() ->
     walk = other.matcher()
     assert walk.accept_token(0)
     assert other.known_mask_words(walk.state) is not None
+
+
+def test_only_masks_not_cached_yet_are_handed_to_the_worker() -> None:
+    compiled = _compiled()
+    pair = structspec.compile(Grammar.from_gbnf('root ::= "a" "b" "a"'), compiled.vocabulary)
+    with MaskPrefetch() as prefetch:
+        prefetch.start([(pair.matcher(), [0])])
+        prefetch.wait()
+        prefetch.start([(pair.matcher(), [0])])  # "" and "a": cached
+        assert prefetch._pending is None
+        prefetch.start([(pair.matcher(), [0, 1])])  # "ab" is new
+        assert prefetch._pending is not None
+        prefetch.wait()
+    walk = pair.matcher()
+    assert walk.accept_tokens([0, 1]) == 2
+    assert pair.known_mask_words(walk.state) is not None

@@ -8,7 +8,8 @@
   chi-square goodness of fit against the exact distribution (enumerated by brute force over
   the grammar's token tree) on the 512-id stories260K vocabulary. Each check rejects at
   p < 1e-3, so a correct implementation fails a given check with probability 0.1% over seeds;
-  seeds are fixed, so the outcome is reproducible.
+  seeds are fixed and the draft lengths do not depend on timing (``fixed_forward_cost``), so the
+  outcome is reproducible.
 * Real weights (stories260K) give JSON that validates against sample schemas.
 """
 
@@ -26,6 +27,7 @@ from tiny_models import one_thread, stories_model, tiny_llama, tokenizer
 from structspec import Grammar, Vocabulary
 from structspec import compile as compile_grammar
 from structspec.generation import Generator, SpecConfig
+from structspec.generation.adaptive import ForwardCost
 from structspec.generation.budget import fits
 from structspec.generation.chain import Draft
 from structspec.generation.sampling import Sampling
@@ -60,6 +62,14 @@ def _spec(sources: tuple[str, ...] | None = None) -> SpecConfig:
     targets, so measured costs would stop the draft model; a zero draft cost keeps its path
     (sampled drafts, rejections, cache crops) under test."""
     return SpecConfig(sources=sources, draft_cost=0.0)
+
+
+@pytest.fixture
+def fixed_forward_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leave the target's forward unmeasured, so a drafted token's price is ``draft_cost`` alone.
+    Measured forward times decide the draft lengths, and with them how many random draws each
+    round makes: with timing in play the same seeds sample different outputs from run to run."""
+    monkeypatch.setattr(ForwardCost, "add", lambda self, fed, seconds: None)
 
 
 def _valid(constraint, text: str) -> bool:
@@ -151,7 +161,8 @@ def _chi_square_p(counts: dict, expected: dict[tuple, float], n: int) -> float:
     ],
     ids=["plain", "all", "draft+ngram-topk-topp"],
 )
-def test_sampling_matches_plain_distribution(sources, temperature: float, top_k: int, top_p: float) -> None:
+def test_sampling_matches_plain_distribution(fixed_forward_cost: None, sources, temperature: float, top_k: int,
+                                             top_p: float) -> None:
     tok = tokenizer("stories260K")
     target = tiny_llama(len(tok), 7, scale=0.4)
     drafter = tiny_llama(len(tok), 8, scale=0.4)
@@ -174,7 +185,8 @@ def test_sampling_matches_plain_distribution(sources, temperature: float, top_k:
 
 
 @pytest.mark.parametrize("sources", [None, ("forced", "ngram", "draft")], ids=["plain", "all"])
-def test_sampling_under_a_tight_budget_is_masked_sampling_conditioned_on_finishing(sources) -> None:
+def test_sampling_under_a_tight_budget_is_masked_sampling_conditioned_on_finishing(fixed_forward_cost: None,
+                                                                                  sources) -> None:
     """Three tokens for ``[ab]+ "."``: the last must close, so the budget guard replaces the
     tokens that would not; outputs follow the masked distribution restricted, step by step, to
     the tokens that leave room to finish."""

@@ -17,6 +17,7 @@ from test_masks import _byte_vocabularies, _grammars, _random_walk, _sub_vocab
 
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary
+from structspec.grammar import compiler
 from structspec.masks import runner as mask_runner
 from structspec.tokens import trie as token_tries
 
@@ -189,3 +190,16 @@ def test_tables_past_their_limit_are_e108(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(mask_runner, "MAX_RUN_STATES", 1 << 19)
     fresh = structspec.compile(Grammar.from_gbnf('root ::= "a" "b"'), compiled.vocabulary)
     assert fresh.matcher().allows(0)
+
+
+def test_masks_inside_a_blocked_repetition_are_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted repetitions compiled over block rules (forced on from a count of 4): the count
+    lives on the stack, in and out of the block rule's frames."""
+    monkeypatch.setattr(compiler, "BLOCK_AT", 3)
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"ab", b"bc", b"abc", b"cab", b"aaaa", b".", b"a.", None],
+                                        eos_ids=[10])
+    for gbnf in ('root ::= [a-c]{5,11} "."', 'root ::= ("a" | "bc"){4,} "."', 'root ::= "ab"{9} "."'):
+        compiled = structspec.compile(Grammar.from_gbnf(gbnf), vocab)
+        assert any("~" in name for name in compiled.rules.rule_names)
+        for seed in range(6):
+            _random_walk(compiled, seed, 14)

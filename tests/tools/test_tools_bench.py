@@ -55,6 +55,20 @@ def test_mask_profile_classifies_each_mask_by_its_work() -> None:
     assert len(text.splitlines()) == 1 + len(kinds) + 1 + 2  # summary, one line a kind, heading, slowest
 
 
+def test_counted_replay_times_every_mask_and_refuses_a_text_off_the_grammar() -> None:
+    import bench_counted
+
+    import structspec
+    from structspec import Grammar
+
+    vocab = Vocabulary.from_token_bytes([b'"', b"a", b"ab", b'b"', None], eos_ids=[4])
+    compiled = structspec.compile(Grammar.from_gbnf('root ::= "\\"" [ab]{0,5} "\\""'), vocab)
+    computed, used = bench_counted.replay(compiled, [[0, 2, 1, 3], [0, 3]])
+    assert len(computed) == len(used) == 6
+    with pytest.raises(SystemExit, match="refused"):
+        bench_counted.replay(compiled, [[0, 2, 2, 2]])  # six letters
+
+
 def test_grounded_bench_reaches_the_first_value_and_sums_its_steps() -> None:
     import json
 
