@@ -1,7 +1,7 @@
 """Grammars: GBNF text to rules, rules to automata, automata to parse states.
 
 Its one job is the grammar core every constraint ends in: the GBNF front end (``gbnf/``: parser,
-rule analysis, diagnostics, printer), the linter, the compiler from rules to one deterministic
+rule analysis, diagnostics), the linter, the compiler from rules to one deterministic
 byte automaton per rule (``compiler``, ``ruleset``), the persistent parse stacks
 (``parse_state``), the cost of finishing from a state (``completion``) and structural tags, free
 text with constrained segments composed into one grammar (``tags``) and read back

@@ -2,7 +2,8 @@
 
 Steps: pick which rules to inline (small and non-recursive), build one epsilon-NFA per
 remaining rule with byte-range, rule-reference and token-reference edges (character classes
-become UTF-8 byte-range sequences), then determinize each with the subset construction.
+become UTF-8 byte-range sequences), then determinize each with the subset construction; both
+constructions are the automaton core of :mod:`structspec.ir.nfa`, over bytes here.
 Size limits keep pathological grammars from exhausting memory; past them compilation fails
 with ``E108`` naming the rule. Rules given as byte automata (``automata``: built elsewhere, such
 as the spans of a source text) are taken as they are, never inlined.
@@ -15,23 +16,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from structspec.grammar.gbnf.ast import (
-    AnyChar,
-    CharClass,
-    Choice,
-    Literal,
-    Node,
-    Repeat,
-    Rule,
-    RuleRef,
-    Sequence,
-    TokenRef,
-    walk,
-)
 from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.grammar.ruleset import ByteMoves, RuleSet
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.ir.byte_automaton import ByteAutomaton
+from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef, walk
+from structspec.ir.nfa import NFA, Determinized, determinize
 from structspec.lru import BoundedCache
 
 INLINE_LIMIT = 400  # estimated NFA states up to which a non-recursive rule is inlined
@@ -41,7 +31,6 @@ DFA_STATE_BYTES = 700  # estimated bytes per state of a kept automaton with its 
 NFA_LIMIT = 400_000  # NFA states per rule
 DFA_LIMIT = 100_000  # DFA states per rule
 BLOCK_AT = 4096  # repetition counts above which a repetition calls a rule of ~sqrt(count) copies
-_ANY = ((0, 0x10FFFF),)
 
 
 def _dfa_bytes(_key: object, dfa: _DFA) -> int:
@@ -49,7 +38,7 @@ def _dfa_bytes(_key: object, dfa: _DFA) -> int:
     return DFA_STATE_BYTES * len(dfa.final)
 
 
-_DFA_CACHE: BoundedCache[tuple[Node, tuple[tuple[str, Node], ...]], _DFA] = BoundedCache(
+_DFA_CACHE: BoundedCache[tuple[Expr, tuple[tuple[str, Expr], ...]], _DFA] = BoundedCache(
     max_entries=DFA_CACHE_ENTRIES, max_bytes=DFA_CACHE_BYTES, weigh=_dfa_bytes
 )
 """Least recently used rule automata, shared by every grammar the process compiles
@@ -104,12 +93,22 @@ def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _DFA:
     key = (table[name].body, _inlined_callees(table, inline, name))
     dfa = _DFA_CACHE.get(key, None)
     if dfa is None:
-        nfa = _NFA(table, inline, name)
-        start, end = nfa.new_state(), nfa.new_state()
-        nfa.build(table[name].body, start, end)
-        dfa = _determinize(nfa, start, end, table[name])
+        dfa = _build_dfa(table, inline, table[name])
         _DFA_CACHE.put(key, dfa)
     return dfa
+
+
+def _build_dfa(table: Mapping[str, Rule], inline: set[str], rule: Rule) -> _DFA:
+    nfa = _RuleNFA(table, inline, rule)
+    start, end = nfa.state(), nfa.state()
+    nfa.build(rule.body, start, end)
+
+    def too_large() -> CompileLimitError:
+        return _limit_error(
+            rule, f"needs more than {DFA_LIMIT} automaton states after determinization; split it into smaller rules"
+        )
+
+    return _DFA(determinize(nfa, nfa.closure([start]), lambda subset: end in subset, DFA_LIMIT, too_large))
 
 
 def _given_dfa(automaton: ByteAutomaton) -> _DFA:
@@ -119,15 +118,13 @@ def _given_dfa(automaton: ByteAutomaton) -> _DFA:
     byte_class[automaton.byte] = 1 + automaton.byte.astype(np.int32)
     has_bytes = np.zeros(automaton.n_states, dtype=bool)
     has_bytes[automaton.src] = True
-    dfa = _DFA()
     moves = (automaton.src, automaton.byte, automaton.dst)
-    dfa._layout = _Layout(byte_class, None, (), automaton.final, has_bytes, moves)
-    return dfa
+    return _DFA(Determinized([], [], []), _Layout(byte_class, None, (), automaton.final, has_bytes, moves))
 
 
-def _inlined_callees(table: Mapping[str, Rule], inline: set[str], name: str) -> tuple[tuple[str, Node], ...]:
+def _inlined_callees(table: Mapping[str, Rule], inline: set[str], name: str) -> tuple[tuple[str, Expr], ...]:
     """``(name, body)`` of every rule inlined into ``name``, directly or through others."""
-    found: dict[str, Node] = {}
+    found: dict[str, Expr] = {}
     todo = [name]
     while todo:
         for callee in _refs(table, todo.pop()):
@@ -146,47 +143,47 @@ def _blocked(table: Mapping[str, Rule], given: Collection[str] = ()) -> tuple[Ma
     needs one per count (``x{100000}`` would need 100,001), the count kept on the parse
     stack. Block names hold ``~``, which GBNF names cannot. Rules named in ``given`` (stand-ins
     for given automata) are left as they are."""
-    if not any(isinstance(n, Repeat) and max(n.min, n.max or 0) > BLOCK_AT
+    if not any(isinstance(n, Rep) and max(n.low, n.high or 0) > BLOCK_AT
                for name, rule in table.items() if name not in given for n in walk(rule.body)):
         return table, set()
     rules = dict(table)
     blocks: set[str] = set()
 
-    def block(rule: Rule, item: Node, k: int, at: Node) -> RuleRef:
+    def block(rule: Rule, item: Expr, k: int, at: Expr) -> Ref:
         name = f"{rule.name}~{len(blocks)}"
         blocks.add(name)
-        rules[name] = Rule(name=name, body=Repeat(item, k, k, line=at.line, column=at.column),
+        rules[name] = Rule(name=name, body=Rep(item, k, k, line=at.line, column=at.column),
                            line=at.line, column=at.column)
-        return RuleRef(name=name, line=at.line, column=at.column)
+        return Ref(name=name, line=at.line, column=at.column)
 
-    def rewrite(rule: Rule, node: Node) -> Node:
-        if isinstance(node, Sequence):
-            return Sequence(tuple(rewrite(rule, n) for n in node.items), line=node.line, column=node.column)
-        if isinstance(node, Choice):
-            return Choice(tuple(rewrite(rule, n) for n in node.alternatives), line=node.line, column=node.column)
-        if not isinstance(node, Repeat):
+    def rewrite(rule: Rule, node: Expr) -> Expr:
+        if isinstance(node, Seq):
+            return Seq(tuple(rewrite(rule, n) for n in node.items), line=node.line, column=node.column)
+        if isinstance(node, Alt):
+            return Alt(tuple(rewrite(rule, n) for n in node.items), line=node.line, column=node.column)
+        if not isinstance(node, Rep):
             return node
         item = rewrite(rule, node.item)
-        if max(node.min, node.max or 0) <= BLOCK_AT:
-            return Repeat(item, node.min, node.max, line=node.line, column=node.column)
-        k = int(max(node.min, node.max or 0) ** 0.5) + 1
+        if max(node.low, node.high or 0) <= BLOCK_AT:
+            return Rep(item, node.low, node.high, line=node.line, column=node.column)
+        k = int(max(node.low, node.high or 0) ** 0.5) + 1
         ref = block(rule, item, k, node)
 
-        def times(low: int, high: int | None, of: Node = item) -> Repeat:
-            return Repeat(of, low, high, line=node.line, column=node.column)
+        def times(low: int, high: int | None, of: Expr = item) -> Rep:
+            return Rep(of, low, high, line=node.line, column=node.column)
 
-        def exactly(count: int) -> list[Node]:
+        def exactly(count: int) -> list[Expr]:
             return [times(count // k, count // k, ref), times(count % k, count % k)]
 
-        if node.max is None:
-            tail: list[Node] = [times(0, None)]
-        elif node.max - node.min < k:
-            tail = [times(0, node.max - node.min)]
+        if node.high is None:
+            tail: list[Expr] = [times(0, None)]
+        elif node.high - node.low < k:
+            tail = [times(0, node.high - node.low)]
         else:
-            q, r = divmod(node.max - node.min, k)
-            tail = [Choice((Sequence((times(0, q - 1, ref), times(0, k - 1))),
-                            Sequence((times(q, q, ref), times(0, r))))), ]
-        return Sequence((*exactly(node.min), *tail), line=node.line, column=node.column)
+            q, r = divmod(node.high - node.low, k)
+            tail = [Alt((Seq((times(0, q - 1, ref), times(0, k - 1))),
+                         Seq((times(q, q, ref), times(0, r))))), ]
+        return Seq((*exactly(node.low), *tail), line=node.line, column=node.column)
 
     for name, rule in table.items():
         if name in given:
@@ -203,7 +200,7 @@ def _reachable_in_order(table: Mapping[str, Rule], root: str) -> list[str]:
             continue
         seen.add(name)
         order.append(name)
-        todo.extend(n.name for n in walk(table[name].body) if isinstance(n, RuleRef))
+        todo.extend(n.name for n in walk(table[name].body) if isinstance(n, Ref))
     return order
 
 
@@ -213,22 +210,22 @@ def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, 
     estimates: dict[str, int] = {}
     inline: set[str] = set()
 
-    def estimate(node: Node) -> int:
-        if isinstance(node, Literal):
+    def estimate(node: Expr) -> int:
+        if isinstance(node, Lit):
             return len(node.text.encode("utf-8")) + 1
-        if isinstance(node, (CharClass, AnyChar)):
-            ranges = node.code_points() if isinstance(node, CharClass) else _ANY
+        if isinstance(node, (CharClass, Chars)):
+            ranges = node.code_points() if isinstance(node, CharClass) else node.charset.ranges
             return sum(len(seq) for seq in utf8_sequences(ranges)) + 1
-        if isinstance(node, RuleRef):
+        if isinstance(node, Ref):
             return rule_estimate(node.name) if node.name in inline else 1
         if isinstance(node, TokenRef):
             return 1
-        if isinstance(node, Sequence):
+        if isinstance(node, Seq):
             return sum(estimate(child) for child in node.items) + 2
-        if isinstance(node, Choice):
-            return sum(estimate(child) for child in node.alternatives) + 2
-        assert isinstance(node, Repeat)
-        copies = max(node.min, 1) if node.max is None else max(node.max, 1)
+        if isinstance(node, Alt):
+            return sum(estimate(child) for child in node.items) + 2
+        assert isinstance(node, Rep)
+        copies = max(node.low, 1) if node.high is None else max(node.high, 1)
         return estimate(node.item) * copies + 2
 
     def rule_estimate(name: str) -> int:
@@ -239,12 +236,12 @@ def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, 
     callers: dict[str, int] = {}
     for name in names:
         for node in walk(table[name].body):
-            if isinstance(node, RuleRef):
+            if isinstance(node, Ref):
                 callers[node.name] = callers.get(node.name, 0) + 1
 
     def shared_loop(name: str) -> bool:
         return callers.get(name, 0) > 1 and any(
-            isinstance(node, Repeat) and node.max is None for node in walk(table[name].body)
+            isinstance(node, Rep) and node.high is None for node in walk(table[name].body)
         )
 
     # Leaves first, so a rule's estimate already knows which of its callees are inlined.
@@ -255,7 +252,7 @@ def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, 
 
 
 def _refs(table: Mapping[str, Rule], name: str) -> set[str]:
-    return {n.name for n in walk(table[name].body) if isinstance(n, RuleRef)}
+    return {n.name for n in walk(table[name].body) if isinstance(n, Ref)}
 
 
 def _recursive_rules(graph: Mapping[str, set[str]], names: list[str]) -> set[str]:
@@ -324,90 +321,58 @@ def _topological(graph: Mapping[str, set[str]], names: list[str]) -> list[str]:
     return list(reversed(order))
 
 
-class _NFA:
-    """An epsilon-NFA for one rule; symbol edges carry the called rule's name or the
-    :class:`TokenRef` (numbered only when the rule set is assembled, so automata are shared)."""
+class _Bytes:
+    """The alphabet of rule automata: UTF-8 bytes, an edge label being a 256-bit byte mask."""
 
-    def __init__(self, table: Mapping[str, Rule], inline: set[str], rule_name: str) -> None:
+    def literal(self, text: str) -> list[int]:
+        return [1 << b for b in text.encode("utf-8")]
+
+    def chars(self, ranges: tuple[tuple[int, int], ...]) -> list[list[int]]:
+        return [[_range_mask(lo, hi) for lo, hi in seq] for seq in utf8_sequences(ranges)]
+
+    def split(self, edges: list[tuple[int, int]]) -> list[tuple[int, set[int]]]:
+        by_mask: dict[int, set[int]] = {}  # edges grouped first: a wide alternation shares a few masks
+        for mask, target in edges:
+            by_mask.setdefault(mask, set()).add(target)
+        pieces: list[tuple[int, set[int]]] = []
+        for mask, targets in by_mask.items():
+            pieces = _refine(pieces, mask, targets)
+        return pieces
+
+
+_BYTES = _Bytes()
+
+
+class _RuleNFA(NFA[int]):
+    """The NFA of one rule: inlined rules are built in place; other rule references and token
+    references are symbol edges carrying the called rule's name or the :class:`TokenRef`
+    (numbered only when the rule set is assembled, so automata are shared)."""
+
+    def __init__(self, table: Mapping[str, Rule], inline: set[str], rule: Rule) -> None:
+        def too_large() -> CompileLimitError:
+            return _limit_error(
+                rule, f"expands to more than {NFA_LIMIT} automaton states; split it into smaller rules or lower "
+                "repetition counts"
+            )
+
+        super().__init__(_BYTES, NFA_LIMIT, too_large)
         self.table = table
         self.inline = inline
-        self.rule = table[rule_name]
-        self.eps: list[list[int]] = []
-        self.byte_edges: list[list[tuple[int, int]]] = []
-        self.sym_edges: list[list[tuple[str | TokenRef, int]]] = []
 
-    def new_state(self) -> int:
-        if len(self.eps) >= NFA_LIMIT:
-            raise CompileLimitError(
-                Diagnostic("E108", f"rule {self.rule.name!r} expands to more than {NFA_LIMIT} automaton "
-                           "states; split it into smaller rules or lower repetition counts",
-                           self.rule.line, self.rule.column)
-            )
-        self.eps.append([])
-        self.byte_edges.append([])
-        self.sym_edges.append([])
-        return len(self.eps) - 1
-
-    def build(self, node: Node, start: int, end: int) -> None:
-        """Add edges so that ``node`` leads from ``start`` to ``end``."""
-        if isinstance(node, Literal):
-            self._chain(start, end, [(1 << b,) for b in node.text.encode("utf-8")])
-        elif isinstance(node, (CharClass, AnyChar)):
-            ranges = node.code_points() if isinstance(node, CharClass) else _ANY
-            for seq in utf8_sequences(ranges):
-                self._chain(start, end, [(_range_mask(lo, hi),) for lo, hi in seq])
-        elif isinstance(node, RuleRef):
-            if node.name in self.inline:
-                self.build(self.table[node.name].body, start, end)
+    def leaf(self, expr: Expr, start: int, end: int) -> None:
+        if isinstance(expr, Ref):
+            if expr.name in self.inline:
+                self.build(self.table[expr.name].body, start, end)
             else:
-                self.sym_edges[start].append((node.name, end))
-        elif isinstance(node, TokenRef):
-            self.sym_edges[start].append((node, end))
-        elif isinstance(node, Sequence):
-            current = start
-            for i, item in enumerate(node.items):
-                following = end if i == len(node.items) - 1 else self.new_state()
-                self.build(item, current, following)
-                current = following
-            if not node.items:
-                self.eps[start].append(end)
-        elif isinstance(node, Choice):
-            for alt in node.alternatives:
-                self.build(alt, start, end)
+                self.symbol(start, expr.name, end)
+        elif isinstance(expr, TokenRef):
+            self.symbol(start, expr, end)
         else:
-            assert isinstance(node, Repeat)
-            self._repeat(node, start, end)
+            super().leaf(expr, start, end)
 
-    def _chain(self, start: int, end: int, masks: list[tuple[int]]) -> None:
-        if not masks:
-            self.eps[start].append(end)
-            return
-        current = start
-        for i, (mask,) in enumerate(masks):
-            following = end if i == len(masks) - 1 else self.new_state()
-            self.byte_edges[current].append((mask, following))
-            current = following
 
-    def _repeat(self, node: Repeat, start: int, end: int) -> None:
-        current = start
-        for _ in range(node.min):
-            following = self.new_state()
-            self.build(node.item, current, following)
-            current = following
-        if node.max is None:
-            loop = self.new_state()
-            self.eps[current].append(loop)
-            body_end = self.new_state()
-            self.build(node.item, loop, body_end)
-            self.eps[body_end].append(loop)
-            self.eps[loop].append(end)
-            return
-        for _ in range(node.max - node.min):
-            following = self.new_state()
-            self.eps[current].append(end)
-            self.build(node.item, current, following)
-            current = following
-        self.eps[current].append(end)
+def _limit_error(rule: Rule, what: str) -> CompileLimitError:
+    return CompileLimitError(Diagnostic("E108", f"rule {rule.name!r} {what}", rule.line, rule.column))
 
 
 def _range_mask(low: int, high: int) -> int:
@@ -417,11 +382,11 @@ def _range_mask(low: int, high: int) -> int:
 class _DFA:
     """One rule's deterministic automaton with local state numbers (0 is the start)."""
 
-    def __init__(self) -> None:
-        self.byte_pieces: list[list[tuple[int, int]]] = []  # (byte mask, target)
-        self.sym_next: list[dict[str | TokenRef, int]] = []  # called rule name or token reference
-        self.final: list[bool] = []
-        self._layout: _Layout | None = None
+    def __init__(self, automaton: Determinized[int], layout: _Layout | None = None) -> None:
+        self.byte_pieces = automaton.edges  # (byte mask, target)
+        self.sym_next = automaton.moves  # called rule name or token reference -> target
+        self.final = automaton.accept
+        self._layout = layout
 
     def layout(self) -> _Layout:
         """The automaton as arrays, built once and cached with it, so that assembling a grammar
@@ -441,60 +406,6 @@ class _Layout(NamedTuple):
     final: np.ndarray
     has_bytes: np.ndarray  # [state]: whether it moves on some byte
     moves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a given automaton's (src, byte, dst)
-
-
-def _determinize(nfa: _NFA, start: int, accept: int, rule: Rule) -> _DFA:
-    eps = nfa.eps
-
-    def closure(states) -> frozenset[int]:
-        seen = set(states)
-        todo = list(states)
-        while todo:
-            for target in eps[todo.pop()]:
-                if target not in seen:
-                    seen.add(target)
-                    todo.append(target)
-        return frozenset(seen)
-
-    dfa = _DFA()
-    ids: dict[frozenset[int], int] = {}
-    queue: list[frozenset[int]] = []
-
-    def state_id(subset: frozenset[int]) -> int:
-        found = ids.get(subset)
-        if found is None:
-            if len(ids) >= DFA_LIMIT:
-                raise CompileLimitError(
-                    Diagnostic("E108", f"rule {rule.name!r} needs more than {DFA_LIMIT} automaton states "
-                               "after determinization; split it into smaller rules",
-                               rule.line, rule.column)
-                )
-            found = ids[subset] = len(ids)
-            queue.append(subset)
-            dfa.byte_pieces.append([])
-            dfa.sym_next.append({})
-            dfa.final.append(accept in subset)
-        return found
-
-    state_id(closure([start]))
-    done = 0
-    while done < len(queue):
-        subset = queue[done]
-        current = done
-        done += 1
-        by_mask: dict[int, set[int]] = {}  # edges grouped first: a wide alternation shares a few masks
-        symbols: dict[str | TokenRef, set[int]] = {}
-        for s in subset:
-            for mask, target in nfa.byte_edges[s]:
-                by_mask.setdefault(mask, set()).add(target)
-            for symbol, target in nfa.sym_edges[s]:
-                symbols.setdefault(symbol, set()).add(target)
-        pieces: list[tuple[int, set[int]]] = []
-        for mask, targets in by_mask.items():
-            pieces = _refine(pieces, mask, targets)
-        dfa.byte_pieces[current] = [(mask, state_id(closure(targets))) for mask, targets in pieces]
-        dfa.sym_next[current] = {sym: state_id(closure(t)) for sym, t in symbols.items()}
-    return dfa
 
 
 def _refine(pieces: list[tuple[int, set[int]]], mask: int, targets: set[int]) -> list[tuple[int, set[int]]]:

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from structspec.errors import GrammarError
-from structspec.grammar.gbnf.ast import AnyChar, Choice, Literal, Rule
 from structspec.ir.byte_automaton import ByteAutomaton
+from structspec.ir.charset import ANY
+from structspec.ir.expr import Alt, Chars, Lit, Rule
 
 
 def stand_ins(automata: Mapping[str, ByteAutomaton], defined: Iterable[Rule], text: str) -> list[Rule]:
@@ -32,7 +33,7 @@ def stand_ins(automata: Mapping[str, ByteAutomaton], defined: Iterable[Rule], te
             raise ValueError(f"{name!r} is not a rule name GBNF can refer to (letters, digits, '-' and '_')")
         if not isinstance(automaton, ByteAutomaton):
             raise TypeError(f"automata[{name!r}] must be a ByteAutomaton, got {type(automaton).__name__}")
-        body = Choice((Literal(""), AnyChar())) if automaton.final[0] else AnyChar()
+        body = Alt((Lit(""), Chars(ANY))) if automaton.final[0] else Chars(ANY)
         out.append(Rule(name, body, line=line, column=1))
     return out
 

@@ -7,13 +7,13 @@ from types import MappingProxyType
 
 from structspec.grammar.compiler import CompileLimitError, compile_rules
 from structspec.grammar.gbnf.analysis import grammar_errors, rule_table
-from structspec.grammar.gbnf.ast import Rule
 from structspec.grammar.gbnf.parser import parse_gbnf
-from structspec.grammar.gbnf.printer import format_rules
 from structspec.grammar.given import comments, stand_ins
 from structspec.grammar.parse_state import ParseState
 from structspec.grammar.ruleset import RuleSet
 from structspec.ir.byte_automaton import ByteAutomaton
+from structspec.ir.expr import Rule
+from structspec.ir.printer import format_rules
 from structspec.lru import ENTRY_OVERHEAD, BoundedCache
 
 

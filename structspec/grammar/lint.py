@@ -28,22 +28,11 @@ from structspec.grammar.gbnf.analysis import (
     reference_problems,
     rule_table,
 )
-from structspec.grammar.gbnf.ast import (
-    AnyChar,
-    CharClass,
-    Choice,
-    Literal,
-    Node,
-    Repeat,
-    Rule,
-    RuleRef,
-    Sequence,
-    children,
-    walk,
-)
 from structspec.grammar.gbnf.diagnostics import ERROR, Diagnostic
 from structspec.grammar.gbnf.parser import parse_gbnf
-from structspec.grammar.gbnf.printer import format_node
+from structspec.ir.charset import ANY
+from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, children, walk
+from structspec.ir.printer import format_expr
 
 #: the bound suggested for an unbounded whitespace run
 WHITESPACE_BOUND = 20
@@ -75,31 +64,29 @@ def lint_source(text: str, root: str = "root") -> list[Diagnostic]:
 
 # -- the repaired table -----------------------------------------------------------------------
 def _stand_in(name: str) -> Rule:
-    return Rule(name, AnyChar())
+    return Rule(name, Chars(ANY))
 
 
 def _repaired(rule: Rule) -> Rule:
     return dataclasses.replace(rule, body=_without_empty_classes(rule.body))
 
 
-def _without_empty_classes(node: Node) -> Node:
+def _without_empty_classes(node: Expr) -> Expr:
     if isinstance(node, CharClass) and not node.code_points():
-        return AnyChar(line=node.line, column=node.column)
-    if isinstance(node, Sequence):
+        return Chars(ANY, line=node.line, column=node.column)
+    if isinstance(node, (Seq, Alt)):
         return dataclasses.replace(node, items=tuple(map(_without_empty_classes, node.items)))
-    if isinstance(node, Choice):
-        return dataclasses.replace(node, alternatives=tuple(map(_without_empty_classes, node.alternatives)))
-    if isinstance(node, Repeat):
+    if isinstance(node, Rep):
         return dataclasses.replace(node, item=_without_empty_classes(node.item))
     return node
 
 
-def _references(rules: Iterable[Rule]) -> Iterator[RuleRef]:
+def _references(rules: Iterable[Rule]) -> Iterator[Ref]:
     for rule in rules:
-        yield from (node for node in walk(rule.body) if isinstance(node, RuleRef))
+        yield from (node for node in walk(rule.body) if isinstance(node, Ref))
 
 
-def _at(finding: Diagnostic, node: Node) -> Diagnostic:
+def _at(finding: Diagnostic, node: Expr) -> Diagnostic:
     return dataclasses.replace(finding, line=node.line, column=node.column)
 
 
@@ -127,7 +114,7 @@ def _never_finishing(model: Mapping[str, Rule], table: Mapping[str, Rule]) -> li
     found = []
     for problem in productivity_problems(model, table):
         rule = _rule_at(model, problem)
-        ref = next(n for n in walk(rule.body) if isinstance(n, RuleRef) and n.name not in productive)
+        ref = next(n for n in walk(rule.body) if isinstance(n, Ref) and n.name not in productive)
         found.append(_at(problem, ref))
     return found
 
@@ -166,13 +153,13 @@ def _nullable_loops(table: Mapping[str, Rule], nullable: set[str]) -> list[Diagn
     return [
         Diagnostic(
             "W202",
-            f"`{format_node(node)}` repeats an expression that can match the empty string, "
+            f"`{_text(node)}` repeats an expression that can match the empty string, "
             "so the repetition may loop without consuming input; make the repeated part non-empty",
             node.line,
             node.column,
         )
         for node in _nodes(table)
-        if isinstance(node, Repeat) and node.max is None and is_nullable(node.item, nullable)
+        if isinstance(node, Rep) and node.high is None and is_nullable(node.item, nullable)
     ]
 
 
@@ -180,10 +167,10 @@ def _duplicate_alternatives(table: Mapping[str, Rule]) -> list[Diagnostic]:
     """W203: the same alternative twice in one choice."""
     found = []
     for node in _nodes(table):
-        if isinstance(node, Choice):
-            first: dict[str, Node] = {}
-            for alt in node.alternatives:
-                text = format_node(alt)
+        if isinstance(node, Alt):
+            first: dict[str, Expr] = {}
+            for alt in node.items:
+                text = _text(alt)
                 if text in first:
                     earlier = first[text]
                     message = f"duplicate alternative `{text}` (already at {earlier.line}:{earlier.column})"
@@ -206,13 +193,13 @@ def _overlapping_ranges(table: Mapping[str, Rule]) -> list[Diagnostic]:
                 if widest is None or high > widest[1]:
                     widest = (low, high)
             if pairs:
-                message = f"character class `{format_node(node)}`: {'; '.join(pairs)}"
+                message = f"character class `{_text(node)}`: {'; '.join(pairs)}"
                 found.append(Diagnostic("W204", message, node.line, node.column))
     return found
 
 
 def _show_range(low: int, high: int) -> str:
-    return format_node(CharClass(((low, high),)))[1:-1]
+    return _text(CharClass(((low, high),)))[1:-1]
 
 
 def _empty_sentence(table: Mapping[str, Rule], root: str, nullable: set[str]) -> list[Diagnostic]:
@@ -229,10 +216,10 @@ def _whitespace_runs(table: Mapping[str, Rule]) -> list[Diagnostic]:
     spaces = _whitespace_rules(table)
     found = []
     for node in _nodes(table):
-        if isinstance(node, Repeat) and node.max is None and _is_whitespace(node.item, spaces):
-            bounded = dataclasses.replace(node, max=max(node.min, WHITESPACE_BOUND))
-            message = (f"`{format_node(node)}` allows unbounded whitespace, so a model can emit it forever; "
-                       f"bound it, e.g. `{format_node(bounded)}`")
+        if isinstance(node, Rep) and node.high is None and _is_whitespace(node.item, spaces):
+            bounded = dataclasses.replace(node, high=max(node.low, WHITESPACE_BOUND))
+            message = (f"`{_text(node)}` allows unbounded whitespace, so a model can emit it forever; "
+                       f"bound it, e.g. `{_text(bounded)}`")
             found.append(Diagnostic("W206", message, node.line, node.column))
     edges = {name: {ref.name for ref in _references([table[name]])} for name in spaces}
     for name in spaces:
@@ -268,31 +255,36 @@ def _whitespace_rules(table: Mapping[str, Rule]) -> set[str]:
     return spaces
 
 
-def _is_whitespace(node: Node, spaces: set[str]) -> bool:
+def _is_whitespace(node: Expr, spaces: set[str]) -> bool:
     """Whether ``node`` matches some whitespace and nothing but whitespace (or the empty string)."""
-    if isinstance(node, Literal):
+    if isinstance(node, Lit):
         return node.text != "" and node.text.isspace()
     if isinstance(node, CharClass):
         points = node.code_points()
         return bool(points) and not node.negated and all(_all_space(low, high) for low, high in points)
-    if isinstance(node, RuleRef):
+    if isinstance(node, Ref):
         return node.name in spaces
-    if isinstance(node, Repeat):
-        return node.max != 0 and _is_whitespace(node.item, spaces)
-    if isinstance(node, (Sequence, Choice)):
+    if isinstance(node, Rep):
+        return node.high != 0 and _is_whitespace(node.item, spaces)
+    if isinstance(node, (Seq, Alt)):
         parts = [part for part in children(node) if not _is_empty(part)]
         return bool(parts) and all(_is_whitespace(part, spaces) for part in parts)
     return False
 
 
-def _is_empty(node: Node) -> bool:
-    return (isinstance(node, Literal) and node.text == "") or (isinstance(node, Sequence) and not node.items)
+def _is_empty(node: Expr) -> bool:
+    return (isinstance(node, Lit) and node.text == "") or (isinstance(node, Seq) and not node.items)
 
 
 def _all_space(low: int, high: int) -> bool:
     return all(chr(code).isspace() for code in range(low, high + 1))
 
 
-def _nodes(table: Mapping[str, Rule]) -> Iterator[Node]:
+def _text(expr: Expr) -> str:
+    """An expression as GBNF, Unicode kept as written."""
+    return format_expr(expr, ascii_only=False)
+
+
+def _nodes(table: Mapping[str, Rule]) -> Iterator[Expr]:
     for rule in table.values():
         yield from walk(rule.body)

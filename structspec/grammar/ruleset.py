@@ -29,7 +29,7 @@ from weakref import WeakValueDictionary
 
 import numpy as np
 
-from structspec.grammar.gbnf.ast import TokenRef
+from structspec.ir.expr import TokenRef
 
 
 class ByteMoves(dict[int, dict[int, int]]):

@@ -22,18 +22,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from structspec.errors import GrammarError, SchemaError
-from structspec.grammar.gbnf.ast import Choice, Node, Repeat, Rule, RuleRef, Sequence
-from structspec.grammar.gbnf.printer import format_rules
 from structspec.grammar.grammar import Grammar
 from structspec.grammar.tag_reading import TaggedText, parse_tagged
 from structspec.ir.automaton import emit_graph
 from structspec.ir.charset import ANY, CharSet
-from structspec.ir.expr import Expr, Lit, MaybeExpr, Ref, alt, chars, format_rule, rep, seq
+from structspec.ir.expr import Alt, Expr, Lit, MaybeExpr, Ref, Rep, Rule, Seq, alt, chars, rep, seq
+from structspec.ir.printer import format_rule, format_rules
 
 MAX_COUNTED_SEGMENTS = 64
 """Largest ``min_segments`` / ``max_segments`` (each count below it is a copy of the free-text rules)."""
@@ -246,15 +245,13 @@ class _Rules:
 def _renamed(rules: Iterable[Rule], prefix: str) -> list[Rule]:
     """The rules with every rule name (definitions and references) prefixed."""
 
-    def node(n: Node) -> Node:
-        if isinstance(n, RuleRef):
-            return RuleRef(prefix + n.name, line=n.line, column=n.column)
-        if isinstance(n, Sequence):
-            return Sequence(tuple(node(item) for item in n.items), line=n.line, column=n.column)
-        if isinstance(n, Choice):
-            return Choice(tuple(node(item) for item in n.alternatives), line=n.line, column=n.column)
-        if isinstance(n, Repeat):
-            return Repeat(node(n.item), n.min, n.max, line=n.line, column=n.column)
+    def node(n: Expr) -> Expr:
+        if isinstance(n, Ref):
+            return replace(n, name=prefix + n.name)
+        if isinstance(n, (Seq, Alt)):
+            return replace(n, items=tuple(node(item) for item in n.items))
+        if isinstance(n, Rep):
+            return replace(n, item=node(n.item))
         return n
 
     return [Rule(prefix + rule.name, node(rule.body), line=rule.line, column=rule.column) for rule in rules]

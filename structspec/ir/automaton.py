@@ -2,8 +2,9 @@
 
 GBNF has no intersection or complement, yet JSON Schema needs both: two ``pattern``s on one
 string, ``pattern`` with ``maxLength``, property names that must avoid the declared ones,
-``patternProperties`` that overlap. We build a DFA (edges labelled with :class:`CharSet`),
-combine DFAs exactly, and emit the result as right-linear GBNF rules.
+``patternProperties`` that overlap. We build a DFA (edges labelled with :class:`CharSet`, by
+the automaton core of :mod:`structspec.ir.nfa` over code points), combine DFAs exactly, and
+emit the result as right-linear GBNF rules.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from structspec.ir.charset import ANY, CharSet
-from structspec.ir.expr import Alt, Anchor, Chars, Expr, Lit, MaybeExpr, Ref, Rep, Seq, alt, rep, seq
+from structspec.ir.expr import Anchor, Expr, Lit, MaybeExpr, Ref, alt, rep, seq
+from structspec.ir.nfa import NFA, determinize
 
 MAX_STATES = 4000
 VECTORIZED_MOORE_CELLS = 256  # states x character pieces from which minimisation refines with numpy
@@ -43,111 +45,65 @@ class DFA:
         return not self.accept
 
 
-# -- NFA construction ------------------------------------------------------------------------
+# -- construction ------------------------------------------------------------------------------
 
 
-class _NFA:
+class _CodePoints:
+    """The alphabet of these automata: code points, an edge label being a :class:`CharSet`."""
+
+    def literal(self, text: str) -> list[CharSet]:
+        return [CharSet.chars(c) for c in text]
+
+    def chars(self, ranges: tuple[tuple[int, int], ...]) -> list[list[CharSet]]:
+        return [[CharSet.of(ranges)]]
+
+    def split(self, edges: Iterable[tuple[CharSet, int]]) -> list[tuple[CharSet, frozenset[int]]]:
+        """Group characters by the set of targets they lead to (a sweep over range ends)."""
+        events: dict[int, list[tuple[int, int]]] = {}
+        for charset, target in edges:
+            for lo, hi in charset.ranges:
+                events.setdefault(lo, []).append((target, 1))
+                events.setdefault(hi + 1, []).append((target, -1))
+        active: dict[int, int] = {}
+        groups: dict[frozenset[int], list[tuple[int, int]]] = {}
+        points = sorted(events)
+        for here, nxt in itertools.pairwise(points):
+            for target, delta in events[here]:
+                active[target] = active.get(target, 0) + delta
+                if not active[target]:
+                    del active[target]
+            if active:
+                groups.setdefault(frozenset(active), []).append((here, nxt - 1))
+        return [(CharSet.of(ranges), targets) for targets, ranges in groups.items()]
+
+
+_CODE_POINTS = _CodePoints()
+
+
+def _too_many_nfa_states() -> TooComplexError:
+    return TooComplexError("pattern expands to too many automaton states")
+
+
+class _PatternNFA(NFA[CharSet]):
+    """A regex's NFA: anchors are epsilon edges guarded by ``^`` (at the start of the text) or
+    ``$`` (at its end)."""
+
     def __init__(self) -> None:
-        self.eps: list[list[int]] = []
-        self.anchors: list[list[tuple[bool, int]]] = []
-        self.edges: list[list[tuple[CharSet, int]]] = []
+        super().__init__(_CODE_POINTS, MAX_STATES * 8 + 1, _too_many_nfa_states)  # + 1: the start marker
 
-    def state(self) -> int:
-        if len(self.eps) >= MAX_STATES * 8:
-            raise TooComplexError("pattern expands to too many automaton states")
-        self.eps.append([])
-        self.anchors.append([])
-        self.edges.append([])
-        return len(self.eps) - 1
-
-    def build(self, expr: Expr, start: int, end: int) -> None:
-        if isinstance(expr, Lit):
-            current = start
-            for i, c in enumerate(expr.text):
-                nxt = end if i == len(expr.text) - 1 else self.state()
-                self.edges[current].append((CharSet.chars(c), nxt))
-                current = nxt
-            if not expr.text:
-                self.eps[start].append(end)
-        elif isinstance(expr, Chars):
-            self.edges[start].append((expr.charset, end))
-        elif isinstance(expr, Anchor):
-            self.anchors[start].append((expr.start, end))
-        elif isinstance(expr, Seq):
-            current = start
-            for i, item in enumerate(expr.items):
-                nxt = end if i == len(expr.items) - 1 else self.state()
-                self.build(item, current, nxt)
-                current = nxt
-        elif isinstance(expr, Alt):
-            for item in expr.items:
-                self.build(item, start, end)
-        elif isinstance(expr, Rep):
-            self.build_repeat(expr, start, end)
+    def leaf(self, expr: Expr, start: int, end: int) -> None:
+        if isinstance(expr, Anchor):
+            self.guarded_epsilon(start, "^" if expr.start else "$", end)
         else:
-            raise TypeError(f"cannot build an automaton for {expr!r}")
-
-    def build_repeat(self, expr: Rep, start: int, end: int) -> None:
-        current = start
-        for _ in range(expr.low):
-            nxt = self.state()
-            self.build(expr.item, current, nxt)
-            current = nxt
-        if expr.high is None:
-            loop = self.state()
-            self.eps[current].append(loop)
-            body_end = self.state()
-            self.build(expr.item, loop, body_end)
-            self.eps[body_end].append(loop)
-            self.eps[loop].append(end)
-            return
-        for _ in range(expr.high - expr.low):
-            nxt = self.state()
-            self.eps[current].append(end)
-            self.build(expr.item, current, nxt)
-            current = nxt
-        self.eps[current].append(end)
-
-    def closure(self, states: Iterable[int], at_start: bool, at_end: bool) -> frozenset[int]:
-        seen = set(states)
-        stack = list(seen)
-        while stack:
-            q = stack.pop()
-            targets = list(self.eps[q])
-            targets += [t for is_start, t in self.anchors[q] if (at_start if is_start else at_end)]
-            for t in targets:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        return frozenset(seen)
-
-
-def _partition(edges: Iterable[tuple[CharSet, int]]) -> dict[frozenset[int], CharSet]:
-    """Group characters by the set of targets they lead to (a sweep over range ends)."""
-    events: dict[int, list[tuple[int, int]]] = {}
-    for charset, target in edges:
-        for lo, hi in charset.ranges:
-            events.setdefault(lo, []).append((target, 1))
-            events.setdefault(hi + 1, []).append((target, -1))
-    active: dict[int, int] = {}
-    groups: dict[frozenset[int], list[tuple[int, int]]] = {}
-    points = sorted(events)
-    for here, nxt in itertools.pairwise(points):
-        for target, delta in events[here]:
-            active[target] = active.get(target, 0) + delta
-            if not active[target]:
-                del active[target]
-        if active:
-            groups.setdefault(frozenset(active), []).append((here, nxt - 1))
-    return {targets: CharSet.of(ranges) for targets, ranges in groups.items()}
+            super().leaf(expr, start, end)
 
 
 def dfa_from_regex(expr: Expr | None, *, search: bool) -> DFA:
     """The DFA of a parsed regex; ``search``: JSON Schema's unanchored ``pattern`` semantics."""
-    nfa = _NFA()
-    start, final = nfa.state(), nfa.state()
     if expr is None:
         return DFA((), ())
+    nfa = _PatternNFA()
+    start, final = nfa.state(), nfa.state()
     nfa.build(expr, start, final)
     if search:
         prefix, suffix = nfa.state(), nfa.state()
@@ -156,26 +112,18 @@ def dfa_from_regex(expr: Expr | None, *, search: bool) -> DFA:
         nfa.eps[final].append(suffix)
         nfa.edges[suffix].append((ANY, suffix))
         start, final = prefix, suffix
-    init = (nfa.closure([start], True, False), True)
-    index: dict[tuple[frozenset[int], bool], int] = {init: 0}
-    order = [init]
-    edges: list[tuple[tuple[CharSet, int], ...]] = []
-    accept: list[bool] = []
-    while len(edges) < len(order):
-        states, initial = order[len(edges)]
-        accept.append(final in nfa.closure(states, initial, True))
-        out = []
-        moves = [edge for q in states for edge in nfa.edges[q]]
-        for targets, charset in _partition(moves).items():
-            key = (nfa.closure(targets, False, False), False)
-            if key not in index:
-                if len(order) >= MAX_STATES:
-                    raise TooComplexError("pattern needs too many automaton states")
-                index[key] = len(order)
-                order.append(key)
-            out.append((charset, index[key]))
-        edges.append(tuple(out))
-    return minimize(DFA(tuple(edges), tuple(accept)))
+    # The start set carries a state of its own, with no edges: ``^`` holds only there, and the
+    # start is never merged with a later state that has the same NFA states.
+    at_start = nfa.state()
+
+    def accepting(states: frozenset[int]) -> bool:
+        return final in nfa.closure(states, ("^", "$") if at_start in states else ("$",))
+
+    def too_large() -> TooComplexError:
+        return TooComplexError("pattern needs too many automaton states")
+
+    found = determinize(nfa, nfa.closure([start], ("^",)) | {at_start}, accepting, MAX_STATES, too_large)
+    return minimize(DFA(tuple(map(tuple, found.edges)), tuple(found.accept)))
 
 
 def dfa_from_strings(strings: Iterable[str]) -> DFA:

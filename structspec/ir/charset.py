@@ -16,6 +16,18 @@ MAX_CODE_POINT = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
 
 
+def merge_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Sort inclusive ranges and merge overlapping or adjacent ones."""
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            if hi > merged[-1][1]:
+                merged[-1] = (merged[-1][0], hi)
+        else:
+            merged.append((lo, hi))
+    return tuple(merged)
+
+
 def _normalize(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """Sort, merge and clip ranges to the scalar-value universe."""
     clipped: list[tuple[int, int]] = []
@@ -33,15 +45,7 @@ def _normalize(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]
             clipped.append((lo, SURROGATES[0] - 1))
         else:
             clipped.append((lo, hi))
-    clipped.sort()
-    merged: list[tuple[int, int]] = []
-    for lo, hi in clipped:
-        if merged and lo <= merged[-1][1] + 1:
-            if hi > merged[-1][1]:
-                merged[-1] = (merged[-1][0], hi)
-        else:
-            merged.append((lo, hi))
-    return tuple(merged)
+    return merge_ranges(clipped)
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,30 @@
-"""Small GBNF expression trees, simplified as they are built and rendered as readable text.
+"""The one expression tree: what the GBNF parser yields and what every converter builds.
 
-Every converter (regex, JSON Schema) builds grammars from these nodes. ``None`` stands for
-the empty language ("matches nothing"): the smart constructors propagate it, so a branch that
-can never match disappears instead of producing an invalid or useless rule.
+Nodes are frozen dataclasses compared by content. A node parsed from GBNF text also carries the
+1-based ``line`` and ``column`` where it starts, so that analysis and lint findings can point at
+the source; nodes built by a converter leave them at 0. Positions never take part in equality,
+so a rule body parsed from text and the same body built in code are the same key.
+
+The converters build with the smart constructors below (:func:`seq`, :func:`alt`, :func:`rep`,
+:func:`chars`), which simplify as they go; ``None`` stands for the empty language ("matches
+nothing"): the constructors propagate it, so a branch that can never match disappears instead
+of producing an invalid or useless rule. Text is printed by :mod:`structspec.ir.printer`.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
-from structspec.ir.charset import ANY, CharSet
+from structspec.ir.charset import MAX_CODE_POINT, CharSet, merge_ranges
 
 
+@dataclass(frozen=True)
 class Expr:
     """Base class of expression nodes."""
+
+    line: int = field(default=0, compare=False, repr=False, kw_only=True)
+    column: int = field(default=0, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -27,9 +36,32 @@ class Lit(Expr):
 
 @dataclass(frozen=True)
 class Chars(Expr):
-    """One character from a set."""
+    """One character from a set: what the converters build, and GBNF's ``.`` (``ANY``)."""
 
     charset: CharSet
+
+
+@dataclass(frozen=True)
+class CharClass(Expr):
+    """A character class as written in GBNF, e.g. ``[a-z_]`` or ``[^"\\]``: the ranges in source
+    order (overlaps kept, for the linter) and whether it is negated, so it prints back as written."""
+
+    ranges: tuple[tuple[int, int], ...]
+    negated: bool = False
+
+    def code_points(self) -> tuple[tuple[int, int], ...]:
+        """The matched code points as sorted, merged ranges (negation applied)."""
+        merged = merge_ranges(self.ranges)
+        if not self.negated:
+            return merged
+        result, low = [], 0
+        for start, end in merged:
+            if start > low:
+                result.append((low, start - 1))
+            low = end + 1
+        if low <= MAX_CODE_POINT:
+            result.append((low, MAX_CODE_POINT))
+        return tuple(result)
 
 
 @dataclass(frozen=True)
@@ -40,17 +72,35 @@ class Ref(Expr):
 
 
 @dataclass(frozen=True)
+class TokenRef(Expr):
+    """``<[123]>``, ``<text>``, ``!<...>`` in GBNF: a whole vocabulary token, resolved with a tokenizer.
+
+    ``token`` is an id (``<[123]>``) or the token's full text, brackets included (``<think>``,
+    ``<|end|>``); ``negated`` matches any single token except that one.
+    """
+
+    token: int | str
+    negated: bool = False
+
+
+@dataclass(frozen=True)
 class Seq(Expr):
+    """Concatenation; GBNF's empty alternative is the empty sequence."""
+
     items: tuple[Expr, ...]
 
 
 @dataclass(frozen=True)
 class Alt(Expr):
+    """Alternation."""
+
     items: tuple[Expr, ...]
 
 
 @dataclass(frozen=True)
 class Rep(Expr):
+    """``item{low,high}``; ``high`` is None when unbounded (``*``, ``+``, ``{m,}``)."""
+
     item: Expr
     low: int
     high: int | None
@@ -61,6 +111,34 @@ class Anchor(Expr):
     """``^`` (``start=True``) or ``$`` in a regex: an assertion matching no character."""
 
     start: bool
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A GBNF rule definition ``name ::= body``; ``line``/``column`` locate its name."""
+
+    name: str
+    body: Expr
+    line: int = field(default=0, compare=False, kw_only=True)
+    column: int = field(default=0, compare=False, kw_only=True)
+
+
+def children(expr: Expr) -> tuple[Expr, ...]:
+    """The direct sub-expressions of a node."""
+    if isinstance(expr, (Seq, Alt)):
+        return expr.items
+    if isinstance(expr, Rep):
+        return (expr.item,)
+    return ()
+
+
+def walk(expr: Expr) -> Iterator[Expr]:
+    """Yield a node and all of its sub-expressions, depth first."""
+    stack = [expr]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(children(current)))
 
 
 EMPTY = Lit("")
@@ -157,144 +235,39 @@ def opt(item: MaybeExpr) -> MaybeExpr:
     return rep(item, 0, 1)
 
 
-# -- rendering -------------------------------------------------------------------------------
-
-
-def _escape_char(c: str, in_class: bool) -> str:
-    cp = ord(c)
-    if c == "\\":
-        return "\\\\"
-    if c == '"' and not in_class:
-        return '\\"'
-    if in_class and c in "]-^[":
-        return f"\\x{cp:02X}" if c in "-^" else "\\" + c
-    if c == "\n":
-        return "\\n"
-    if c == "\r":
-        return "\\r"
-    if c == "\t":
-        return "\\t"
-    if 0x20 <= cp < 0x7F:
-        return c
-    if cp < 0x80:
-        return f"\\x{cp:02X}"
-    if cp <= 0xFFFF:
-        return f"\\u{cp:04X}"
-    return f"\\U{cp:08X}"
-
-
-_PRINTABLE = re.compile(r'[ !#-\[\]-~]*')  # printable ASCII but '"' and '\\': written as is
-
-
-def render_literal(text: str) -> str:
-    if _PRINTABLE.fullmatch(text):
-        return f'"{text}"'
-    return '"' + "".join(_escape_char(c, False) for c in text) + '"'
-
-
-def _render_ranges(ranges: tuple[tuple[int, int], ...]) -> str:
-    out = []
-    for lo, hi in ranges:
-        if lo == hi:
-            out.append(_escape_char(chr(lo), True))
-        elif hi == lo + 1:
-            out.append(_escape_char(chr(lo), True) + _escape_char(chr(hi), True))
-        else:
-            out.append(_escape_char(chr(lo), True) + "-" + _escape_char(chr(hi), True))
-    return "".join(out)
-
-
-def render_class(charset: CharSet) -> str:
-    """``[...]`` or ``[^...]``, whichever is shorter; ``.`` for every character."""
-    if charset == ANY:
-        return "."
-    inverse = charset.complement()
-    if len(inverse.ranges) < len(charset.ranges):
-        return "[^" + _render_ranges(inverse.ranges) + "]"
-    return "[" + _render_ranges(charset.ranges) + "]"
-
-
-def render(expr: Expr) -> str:
-    """GBNF text for ``expr``."""
-    return _render(expr, 0)
-
-
-def _render(expr: Expr, context: int) -> str:
-    """``context``: 0 top level / alternation member, 1 sequence member, 2 repeated item."""
-    if isinstance(expr, Lit):
-        return render_literal(expr.text)
-    if isinstance(expr, Chars):
-        return render_class(expr.charset)
-    if isinstance(expr, Ref):
-        return expr.name
-    if isinstance(expr, Seq):
-        text = " ".join(_render(item, 1) for item in expr.items)
-        return f"({text})" if context >= 2 else text
-    if isinstance(expr, Alt):
-        text = " | ".join(_render(item, 0) for item in expr.items)
-        return f"({text})" if context >= 1 else text
-    if isinstance(expr, Rep):
-        inner = _render(expr.item, 2)
-        if isinstance(expr.item, Rep):
-            inner = f"({inner})"
-        return inner + _suffix(expr.low, expr.high)
-    raise TypeError(f"not an expression: {expr!r}")
-
-
-def _suffix(low: int, high: int | None) -> str:
-    if high is None:
-        return {0: "*", 1: "+"}.get(low, f"{{{low},}}")
-    if (low, high) == (0, 1):
-        return "?"
-    if low == high:
-        return f"{{{low}}}"
-    return f"{{{low},{high}}}"
-
-
-def format_rule(name: str, expr: Expr, width: int = 100) -> str:
-    """``name ::= expr``, breaking a long top-level alternation onto ``|`` lines."""
-    if not isinstance(expr, Alt):
-        return f"{name} ::= {render(expr)}"
-    items = [render(item) for item in expr.items]
-    if len(name) + sum(len(item) + 3 for item in items) + 2 > width:
-        pad = " " * (len(name) + 3)
-        return f"{name} ::= " + f"\n{pad}| ".join(items)
-    return f"{name} ::= " + " | ".join(items)
-
-
 # -- analysis and rewriting --------------------------------------------------------------------
 
 
 def map_chars(expr: MaybeExpr, encode: Callable[[CharSet], MaybeExpr]) -> MaybeExpr:
     """Replace every character (literal or class) by ``encode(charset)``."""
-    if expr is None:
-        return None
-    if isinstance(expr, Lit):
-        return seq(*(encode(CharSet.chars(c)) for c in expr.text))
-    if isinstance(expr, Chars):
-        return encode(expr.charset)
-    if isinstance(expr, Seq):
-        return seq(*(map_chars(item, encode) for item in expr.items))
-    if isinstance(expr, Alt):
-        return alt(*(map_chars(item, encode) for item in expr.items))
-    if isinstance(expr, Rep):
-        return rep(map_chars(expr.item, encode), expr.low, expr.high)
-    return expr
+
+    def leaf(node: Expr) -> MaybeExpr:
+        if isinstance(node, Lit):
+            return seq(*(encode(CharSet.chars(c)) for c in node.text))
+        if isinstance(node, Chars):
+            return encode(node.charset)
+        return node
+
+    return _rebuild(expr, leaf)
 
 
 def substitute(expr: MaybeExpr, replace: Callable[[Ref], MaybeExpr]) -> MaybeExpr:
     """Rebuild ``expr`` with every rule reference replaced by ``replace(ref)``."""
-    if expr is None or isinstance(expr, (Lit, Chars)):
-        return expr
-    if isinstance(expr, Ref):
-        return replace(expr)
+    return _rebuild(expr, lambda node: replace(node) if isinstance(node, Ref) else node)
+
+
+def _rebuild(expr: MaybeExpr, leaf: Callable[[Expr], MaybeExpr]) -> MaybeExpr:
+    """``expr`` with its sequences, alternations and repetitions rebuilt (simplifying) around
+    ``leaf(node)`` for every other node."""
+    if expr is None:
+        return None
     if isinstance(expr, Seq):
-        return seq(*(substitute(item, replace) for item in expr.items))
+        return seq(*(_rebuild(item, leaf) for item in expr.items))
     if isinstance(expr, Alt):
-        return alt(*(substitute(item, replace) for item in expr.items))
+        return alt(*(_rebuild(item, leaf) for item in expr.items))
     if isinstance(expr, Rep):
-        return rep(substitute(expr.item, replace), expr.low, expr.high)
-    return expr
+        return rep(_rebuild(expr.item, leaf), expr.low, expr.high)
+    return leaf(expr)
 
 
 def references(expr: MaybeExpr) -> set[str]:
@@ -310,6 +283,30 @@ def references(expr: MaybeExpr) -> set[str]:
         elif isinstance(node, Rep):
             pending.append(node.item)
     return found
+
+
+def derives(expr: Expr, rules: set[str], leaf: Callable[[Expr], bool]) -> bool:
+    """Whether ``expr`` derives a string of some kind, given the ``rules`` that do and what
+    ``leaf`` says of every node that is not a reference or a combination of others."""
+    if isinstance(expr, Ref):
+        return expr.name in rules
+    if isinstance(expr, Seq):
+        return all(derives(item, rules, leaf) for item in expr.items)
+    if isinstance(expr, Alt):
+        return any(derives(item, rules, leaf) for item in expr.items)
+    if isinstance(expr, Rep):
+        return expr.low == 0 or derives(expr.item, rules, leaf)
+    return leaf(expr)
+
+
+def productive(expr: Expr, rules: set[str]) -> bool:
+    """Whether ``expr`` derives at least one string (has a finite derivation), given the
+    ``rules`` that do."""
+    return derives(expr, rules, _has_string)
+
+
+def _has_string(leaf: Expr) -> bool:
+    return bool(leaf.code_points()) if isinstance(leaf, CharClass) else True
 
 
 def length_range(expr: Expr) -> tuple[int, int | None]:

@@ -15,21 +15,19 @@ from collections.abc import Callable
 from structspec.budget import check
 from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import (
-    Alt,
     Chars,
     Expr,
     Lit,
     MaybeExpr,
     Ref,
-    Rep,
-    Seq,
     alt,
-    format_rule,
+    productive,
     references,
     rep,
     seq,
     substitute,
 )
+from structspec.ir.printer import format_rule
 from structspec.jsonschema.limits import MAX_GRAMMAR_BYTES, MAX_RULES, too_large
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9]+")
@@ -132,7 +130,7 @@ class GrammarBuilder:
             check()
             name = pending.pop()
             expr = self.rules[name]
-            if name not in alive and expr is not None and _derives(expr, alive):
+            if name not in alive and expr is not None and productive(expr, alive):
                 alive.add(name)
                 pending += [user for user in users.get(name, ()) if user not in alive]
 
@@ -147,20 +145,6 @@ class GrammarBuilder:
                 if expr is not None:
                     out[name] = expr
         return out
-
-
-def _derives(expr: Expr, alive: set[str]) -> bool:
-    if isinstance(expr, Ref):
-        return expr.name in alive
-    if isinstance(expr, (Lit, Chars)):
-        return True
-    if isinstance(expr, Rep):
-        return expr.low == 0 or _derives(expr.item, alive)
-    if isinstance(expr, Seq):
-        return all(_derives(i, alive) for i in expr.items)
-    if isinstance(expr, Alt):
-        return any(_derives(i, alive) for i in expr.items)
-    return False
 
 
 def _simple(expr: Expr) -> bool:

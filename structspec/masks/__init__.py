@@ -5,5 +5,6 @@ Its one job is which tokens may come next: the compiled grammar with its shared 
 by ``pip install``; ``runner`` lays the grammar out for it) and the per-sequence
 :class:`~structspec.masks.matcher.Matcher` (``matcher``, the only module that needs torch).
 
-May import: ``structspec.grammar``, ``structspec.tokens`` and ``structspec.errors``.
+May import: ``structspec.grammar``, ``structspec.tokens``, ``structspec.ir`` (token references
+are nodes of its expression tree) and ``structspec.errors``.
 """

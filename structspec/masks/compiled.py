@@ -25,9 +25,9 @@ import numpy as np
 from structspec.errors import GrammarError
 from structspec.grammar import Grammar
 from structspec.grammar.completion import completion_cost, rule_completion_costs, shortest_steps, spellable_bytes
-from structspec.grammar.gbnf.ast import TokenRef
 from structspec.grammar.parse_state import ParseState, union
 from structspec.grammar.tags import StructuralTag
+from structspec.ir.expr import TokenRef
 from structspec.lru import MISSING, BoundedCache
 from structspec.masks.matcher import Matcher
 from structspec.masks.runner import StackRunner

@@ -31,11 +31,11 @@ from structspec.ir.expr import (
     Seq,
     alt,
     chars,
-    format_rule,
     length_range,
     rep,
     seq,
 )
+from structspec.ir.printer import format_rule
 from structspec.regex.parse import RegexError, parse_regex
 
 __all__ = [

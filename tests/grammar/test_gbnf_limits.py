@@ -57,13 +57,13 @@ def test_rule_analysis_work_is_linear_in_a_chain(monkeypatch: pytest.MonkeyPatch
     from structspec.grammar.gbnf import analysis
 
     calls = [0]
-    original = analysis.is_productive
+    original = analysis.productive
 
     def counting(node: object, productive: set[str]) -> bool:
         calls[0] += 1
         return original(node, productive)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(analysis, "is_productive", counting)
+    monkeypatch.setattr(analysis, "productive", counting)
     count = 2000
     assert lint_source(chain(count, '"x" {next}')) == []
     assert calls[0] < 20 * count  # a pass over every rule per link of the chain before: millions

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from structspec import Grammar
-from structspec.grammar.gbnf.ast import AnyChar, CharClass, Choice, Literal, Node, Repeat, RuleRef, Sequence
 from structspec.grammar.gbnf.parser import parse_gbnf
+from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Seq
 
 GRAMMAR_DIR = Path(__file__).resolve().parents[2] / "grammars"
 SAMPLE_DIR = GRAMMAR_DIR / "samples"
@@ -151,37 +151,37 @@ class Reference:
                 memo[name, i] = frozenset(ends(self.rules[name], i))
             return memo[name, i]
 
-        def ends(node: Node, i: int) -> set[int]:
-            if isinstance(node, Literal):
+        def ends(node: Expr, i: int) -> set[int]:
+            if isinstance(node, Lit):
                 return {i + len(node.text)} if text.startswith(node.text, i) else set()
-            if isinstance(node, CharClass | AnyChar):
+            if isinstance(node, CharClass | Chars):
                 if i >= len(text):
                     return set()
-                if isinstance(node, AnyChar):
-                    return {i + 1}
+                if isinstance(node, Chars):
+                    return {i + 1} if ord(text[i]) in node.charset else set()
                 code = ord(text[i])
                 return {i + 1} if any(a <= code <= b for a, b in node.code_points()) else set()
-            if isinstance(node, RuleRef):
+            if isinstance(node, Ref):
                 return set(rule(node.name, i))
-            if isinstance(node, Choice):
-                return set().union(*(ends(alt, i) for alt in node.alternatives))
-            if isinstance(node, Sequence):
+            if isinstance(node, Alt):
+                return set().union(*(ends(alt, i) for alt in node.items))
+            if isinstance(node, Seq):
                 current = {i}
                 for item in node.items:
                     current = set().union(*(ends(item, j) for j in current))
                 return current
-            assert isinstance(node, Repeat)
+            assert isinstance(node, Rep)
             return repeat_ends(node, i)
 
-        def repeat_ends(node: Repeat, i: int) -> set[int]:
+        def repeat_ends(node: Rep, i: int) -> set[int]:
             current, reached, count = {i}, {i}, 0
-            found = {i} if node.min == 0 else set()
-            while current and (node.max is None or count < node.max):
+            found = {i} if node.low == 0 else set()
+            while current and (node.high is None or count < node.high):
                 current = set().union(*(ends(node.item, j) for j in current))
                 count += 1
-                if count >= node.min:
+                if count >= node.low:
                     found |= current
-                    if node.max is None:
+                    if node.high is None:
                         current -= reached  # past the minimum, revisiting a position adds nothing
                         reached |= current
             return found

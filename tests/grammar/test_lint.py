@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 import structspec.grammar.compiler
 from structspec import Grammar, GrammarError
 from structspec.cli import main
-from structspec.grammar.gbnf.ast import merge_ranges
 from structspec.grammar.gbnf.diagnostics import CODES, ERROR
 from structspec.grammar.lint import lint_source
+from structspec.ir.charset import merge_ranges
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "lint_golden"

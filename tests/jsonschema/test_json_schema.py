@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from structspec.errors import SchemaError, SchemaRelaxedWarning
 from structspec.grammar import Grammar
-from structspec.ir.expr import Ref, format_rule
+from structspec.ir.expr import Ref
+from structspec.ir.printer import format_rule
 from structspec.jsonschema import schema_to_gbnf
 from structspec.jsonschema.builder import GrammarBuilder, counted
 from structspec.jsonschema.formats import FORMATS

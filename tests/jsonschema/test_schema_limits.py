@@ -222,13 +222,13 @@ def test_one_of_with_listed_values_stays_exact(schema: dict[str, Any], good: lis
 
 def test_rendering_checks_each_rule_a_bounded_number_of_times(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = [0]
-    original = builder_module._derives
+    original = builder_module.productive
 
     def counting(expr: Any, alive: set[str]) -> bool:
         calls[0] += 1
         return original(expr, alive)
 
-    monkeypatch.setattr(builder_module, "_derives", counting)
+    monkeypatch.setattr(builder_module, "productive", counting)
     count = 600
     schema = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(count)}}
     grammar = Grammar.from_json_schema(schema)

@@ -8,18 +8,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable, Mapping
 
-from structspec.grammar.gbnf.ast import (
-    CharClass,
-    Choice,
-    Literal,
-    Node,
-    Repeat,
-    Rule,
-    RuleRef,
-    Sequence,
-    walk,
-)
 from structspec.grammar.gbnf.diagnostics import Diagnostic
+from structspec.ir.expr import Alt, Expr, Lit, Ref, Rep, Rule, Seq, derives, productive, walk
 
 
 def rule_table(rules: Iterable[Rule]) -> tuple[dict[str, Rule], list[Diagnostic]]:
@@ -50,7 +40,7 @@ def reference_problems(table: Mapping[str, Rule], root: str) -> list[Diagnostic]
         problems.append(Diagnostic("E102", f"the grammar has no {root!r} rule to start from{hint}", 1, 1))
     for rule in table.values():
         for node in walk(rule.body):
-            if isinstance(node, RuleRef) and node.name not in table:
+            if isinstance(node, Ref) and node.name not in table:
                 hint = _did_you_mean(node.name, table)
                 problems.append(
                     Diagnostic("E101", f"undefined rule {node.name!r}{hint}", node.line, node.column)
@@ -73,7 +63,7 @@ def reachable_rules(table: Mapping[str, Rule], root: str) -> set[str]:
             continue
         seen.add(name)
         for node in walk(table[name].body):
-            if isinstance(node, RuleRef) and node.name in table:
+            if isinstance(node, Ref) and node.name in table:
                 todo.append(node.name)
     return seen
 
@@ -83,14 +73,14 @@ def nullable_rules(table: Mapping[str, Rule]) -> set[str]:
     return _least_fixpoint(table, is_nullable)
 
 
-def _least_fixpoint(table: Mapping[str, Rule], holds: Callable[[Node, set[str]], bool]) -> set[str]:
+def _least_fixpoint(table: Mapping[str, Rule], holds: Callable[[Expr, set[str]], bool]) -> set[str]:
     """The rules whose body ``holds`` given the rules found so far, found by a worklist: a rule
     is checked again only when a rule it refers to is found, so a chain of n rules costs n
     checks, not n passes over the table."""
     users: dict[str, set[str]] = {}
     for name, rule in table.items():
         for node in walk(rule.body):
-            if isinstance(node, RuleRef):
+            if isinstance(node, Ref):
                 users.setdefault(node.name, set()).add(name)
     found: set[str] = set()
     pending = list(table)
@@ -102,36 +92,30 @@ def _least_fixpoint(table: Mapping[str, Rule], holds: Callable[[Node, set[str]],
     return found
 
 
-def is_nullable(node: Node, nullable: set[str]) -> bool:
+def is_nullable(node: Expr, nullable: set[str]) -> bool:
     """Whether an expression can match the empty string, given the nullable rules."""
-    if isinstance(node, Literal):
-        return node.text == ""
-    if isinstance(node, RuleRef):
-        return node.name in nullable
-    if isinstance(node, Sequence):
-        return all(is_nullable(item, nullable) for item in node.items)
-    if isinstance(node, Choice):
-        return any(is_nullable(alt, nullable) for alt in node.alternatives)
-    if isinstance(node, Repeat):
-        return node.min == 0 or is_nullable(node.item, nullable)
-    return False  # characters, classes, tokens
+    return derives(node, nullable, _empty)
 
 
-def left_references(node: Node, nullable: set[str]) -> list[RuleRef]:
+def _empty(leaf: Expr) -> bool:
+    return isinstance(leaf, Lit) and leaf.text == ""  # characters, classes, tokens: never
+
+
+def left_references(node: Expr, nullable: set[str]) -> list[Ref]:
     """Rule references that can be reached before any input is consumed."""
-    if isinstance(node, RuleRef):
+    if isinstance(node, Ref):
         return [node]
-    if isinstance(node, Sequence):
-        refs: list[RuleRef] = []
+    if isinstance(node, Seq):
+        refs: list[Ref] = []
         for item in node.items:
             refs.extend(left_references(item, nullable))
             if not is_nullable(item, nullable):
                 break
         return refs
-    if isinstance(node, Choice):
-        return [ref for alt in node.alternatives for ref in left_references(alt, nullable)]
-    if isinstance(node, Repeat):
-        return left_references(node.item, nullable) if node.max != 0 else []
+    if isinstance(node, Alt):
+        return [ref for alt in node.items for ref in left_references(alt, nullable)]
+    if isinstance(node, Rep):
+        return left_references(node.item, nullable) if node.high != 0 else []
     return []
 
 
@@ -162,7 +146,7 @@ def left_recursion_problems(table: Mapping[str, Rule]) -> list[Diagnostic]:
     return problems
 
 
-def _near_cycles(edges: Mapping[str, list[RuleRef]]) -> set[str]:
+def _near_cycles(edges: Mapping[str, list[Ref]]) -> set[str]:
     """The rules that some cycle reaches and that reach some cycle (every rule on a cycle is
     one): what is left after repeatedly removing rules with no edge in, then no edge out."""
     targets = {name: {ref.name for ref in refs} for name, refs in edges.items()}
@@ -184,7 +168,7 @@ def _near_cycles(edges: Mapping[str, list[RuleRef]]) -> set[str]:
     return left
 
 
-def _find_cycle(start: str, edges: Mapping[str, list[RuleRef]]) -> list[str] | None:
+def _find_cycle(start: str, edges: Mapping[str, list[Ref]]) -> list[str] | None:
     """The shortest cycle through ``start`` in the left-reference graph, if any."""
     parents: dict[str, str] = {}
     frontier = [start]
@@ -212,46 +196,32 @@ def _through_nullable(cycle: list[str], table: Mapping[str, Rule], nullable: set
     )
 
 
-def _first_item_refs(node: Node) -> set[str]:
+def _first_item_refs(node: Expr) -> set[str]:
     """Rules referenced in first position, skipping nothing."""
-    if isinstance(node, RuleRef):
+    if isinstance(node, Ref):
         return {node.name}
-    if isinstance(node, Sequence):
+    if isinstance(node, Seq):
         return _first_item_refs(node.items[0]) if node.items else set()
-    if isinstance(node, Choice):
-        return set().union(*(_first_item_refs(alt) for alt in node.alternatives))
-    if isinstance(node, Repeat):
+    if isinstance(node, Alt):
+        return set().union(*(_first_item_refs(alt) for alt in node.items))
+    if isinstance(node, Rep):
         return _first_item_refs(node.item)
     return set()
 
 
 def productive_rules(table: Mapping[str, Rule]) -> set[str]:
     """Rules with at least one finite derivation (least fixpoint)."""
-    return _least_fixpoint(table, is_productive)
-
-
-def is_productive(node: Node, productive: set[str]) -> bool:
-    if isinstance(node, RuleRef):
-        return node.name in productive
-    if isinstance(node, Sequence):
-        return all(is_productive(item, productive) for item in node.items)
-    if isinstance(node, Choice):
-        return any(is_productive(alt, productive) for alt in node.alternatives)
-    if isinstance(node, Repeat):
-        return node.min == 0 or is_productive(node.item, productive)
-    if isinstance(node, CharClass):
-        return bool(node.code_points())
-    return True
+    return _least_fixpoint(table, productive)
 
 
 def productivity_problems(table: Mapping[str, Rule], names: Iterable[str]) -> list[Diagnostic]:
     """E107 for each of ``names`` that can never finish, naming the rules that keep it going."""
-    productive = productive_rules(table)
+    finishing = productive_rules(table)
     problems = []
     for name in names:
-        if name in table and name not in productive:
+        if name in table and name not in finishing:
             stuck = sorted({n.name for n in walk(table[name].body)
-                            if isinstance(n, RuleRef) and n.name not in productive})
+                            if isinstance(n, Ref) and n.name not in finishing})
             via = f" (it always needs {', '.join(map(repr, stuck))})" if stuck else ""
             problems.append(Diagnostic(
                 "E107", f"rule {name!r} can never finish: it has no finite derivation{via}",

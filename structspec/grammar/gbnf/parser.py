@@ -17,20 +17,9 @@ import re
 from dataclasses import dataclass
 
 from structspec.budget import MAX_GBNF_NESTING
-from structspec.grammar.gbnf.ast import (
-    MAX_CODE_POINT,
-    AnyChar,
-    CharClass,
-    Choice,
-    Literal,
-    Node,
-    Repeat,
-    Rule,
-    RuleRef,
-    Sequence,
-    TokenRef,
-)
 from structspec.grammar.gbnf.diagnostics import Diagnostic
+from structspec.ir.charset import ANY, MAX_CODE_POINT
+from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef
 
 MAX_REPEAT = 100_000
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -185,7 +174,7 @@ class _Parser:
             )
         self.height = height
 
-    def parse_alternatives(self) -> Node:
+    def parse_alternatives(self) -> Expr:
         start = self.pos
         line, column = self.where()
         alternatives = [self.parse_sequence()]
@@ -198,12 +187,12 @@ class _Parser:
         if len(alternatives) == 1:
             return alternatives[0]
         self.nest(height + 1, start)
-        return Choice(tuple(alternatives), line=line, column=column)
+        return Alt(tuple(alternatives), line=line, column=column)
 
-    def parse_sequence(self) -> Node:
+    def parse_sequence(self) -> Expr:
         start = self.pos
         line, column = self.where()
-        items: list[Node] = []
+        items: list[Expr] = []
         height = 0
         while True:
             self.skip_space(newlines=False)
@@ -220,19 +209,19 @@ class _Parser:
         if len(items) == 1:
             return items[0]
         self.nest(height + 1 if items else 0, start)
-        return Sequence(tuple(items), line=line, column=column)
+        return Seq(tuple(items), line=line, column=column)
 
-    def parse_postfix(self, node: Node, start: int) -> Node:
+    def parse_postfix(self, node: Expr, start: int) -> Expr:
         while True:
             ch = self.peek()
             line, column = node.line, node.column
             if ch in ("*", "+", "?"):
                 self.pos += 1
                 low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[ch]
-                node = Repeat(node, low, high, line=line, column=column)
+                node = Rep(node, low, high, line=line, column=column)
             elif ch == "{":
                 low, high = self.parse_bounds()
-                node = Repeat(node, low, high, line=line, column=column)
+                node = Rep(node, low, high, line=line, column=column)
             else:
                 return node
             self.nest(self.height + 1, start)
@@ -273,28 +262,28 @@ class _Parser:
         self.pos = match.end()
         return int(match.group())
 
-    def parse_primary(self) -> Node:
+    def parse_primary(self) -> Expr:
         line, column = self.where()
         ch = self.peek()
         self.height = 0  # a leaf; a group sets the height of its body
         if ch == '"':
-            return Literal(self.parse_literal(), line=line, column=column)
+            return Lit(self.parse_literal(), line=line, column=column)
         if ch == "[":
             return self.parse_class(line, column)
         if ch == ".":
             self.pos += 1
-            return AnyChar(line=line, column=column)
+            return Chars(ANY, line=line, column=column)
         if ch == "(":
             return self.parse_group()
         if ch == "<" or (ch == "!" and self.peek(1) == "<"):
             return self.parse_token_ref(line, column)
         if _NAME.match(ch):
-            return RuleRef(self.parse_name("a rule name"), line=line, column=column)
+            return Ref(self.parse_name("a rule name"), line=line, column=column)
         if ch in "*+?{":
             raise self.fail("E001", f"repetition {ch!r} has nothing to repeat")
         raise self.fail("E001", f"unexpected {self.describe_here()}")
 
-    def parse_group(self) -> Node:
+    def parse_group(self) -> Expr:
         open_pos = self.pos
         if self.depth >= MAX_GBNF_NESTING:
             raise self.fail("E108", f"parentheses nest deeper than {MAX_GBNF_NESTING} levels", open_pos)
@@ -307,8 +296,8 @@ class _Parser:
             raise self.fail("E001", "unclosed '(' (opened here)", open_pos)
         self.pos += 1
         self.depth -= 1
-        if isinstance(body, Sequence) and not body.items:
-            return Literal("", line=body.line, column=body.column)
+        if isinstance(body, Seq) and not body.items:
+            return Lit("", line=body.line, column=body.column)
         return body
 
     def parse_literal(self) -> str:
@@ -347,7 +336,7 @@ class _Parser:
         shown = repr(esc) if esc else "end of input"
         raise self.fail("E003", f"unknown escape '\\' followed by {shown}", start)
 
-    def parse_class(self, line: int, column: int) -> Node:
+    def parse_class(self, line: int, column: int) -> Expr:
         open_pos = self.pos
         self.pos += 1
         negated = self.peek() == "^"
@@ -375,7 +364,7 @@ class _Parser:
             self.report("E105", "negated character class excludes every character", open_pos)
         return node
 
-    def parse_token_ref(self, line: int, column: int) -> Node:
+    def parse_token_ref(self, line: int, column: int) -> Expr:
         negated = self.peek() == "!"
         if negated:
             self.pos += 1
