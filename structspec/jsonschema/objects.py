@@ -331,6 +331,11 @@ def _members(
     order: the bit set of tracked ones written), ``c`` entries and ``e`` extra members so far
     (both saturating when no maximum needs them exact), ``w`` the witness: ``NO_WITNESS``
     (still needed), ``WITNESSED``, or ``LAST_REPEATABLE`` (given by a repeatable member)."""
+    if not entries and not needs_witness and extra is not None and max_p and min_p <= 1:
+        # Only undeclared members, up to max_p: a counted repetition (the compiler expands large
+        # counts over block rules) instead of a chain of max_p states.
+        members = seq(extra, rep(seq(sep, extra), 0, max_p - 1))
+        return members if min_p else rep(members, 0, 1)
     cap = max_p if max_p is not None else max(min_p, 1)
     n = len(entries)
     needed_bits = sum(1 << j for j, (_, needed, _) in enumerate(entries) if needed)

@@ -335,3 +335,26 @@ def test_length_bounds_no_pattern_string_meets_make_no_string() -> None:
         schema = {"type": ["string", "integer"], "pattern": "^ab$", **bounds}
         grammar = Grammar.from_gbnf(schema_to_gbnf(schema))
         assert grammar.matches("12") and not grammar.matches('"ab"')
+
+
+@settings(max_examples=40, deadline=None)
+@given(low=st.integers(0, 1), high=st.integers(1, 5), size=st.integers(0, 7))
+def test_undeclared_members_up_to_max_properties_match_jsonschema(low: int, high: int, size: int) -> None:
+    """An object of undeclared members only, between ``minProperties`` (0 or 1) and
+    ``maxProperties``: the grammar accepts an object of distinct keys exactly when jsonschema
+    does."""
+    schema = {"type": "object", "minProperties": low, "maxProperties": high}
+    grammar = Grammar.from_gbnf(schema_to_gbnf(schema))
+    instance = {f"k{i}": i for i in range(size)}
+    assert grammar.matches(json.dumps(instance, separators=(",", ":"))) == jsonschema.Draft202012Validator(
+        schema).is_valid(instance)
+
+
+def test_a_huge_max_properties_compiles_as_a_counted_repetition() -> None:
+    """``maxProperties`` of 48,175 (found by tools/fuzz.py, which gave up on it after a minute):
+    the members are one counted repetition, not a chain of 48,175 optional links."""
+    text = schema_to_gbnf({"maxProperties": 48_175})
+    assert "{0,48174}" in text and len(text) < 2_000
+    grammar = Grammar.from_gbnf(text)
+    members = ",".join(f'"k{i}":{i}' for i in range(300))
+    assert grammar.matches("{" + members + "}") and grammar.matches("{}") and grammar.matches("7")
