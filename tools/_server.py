@@ -29,7 +29,8 @@ from structspec.server.limits import Limits
 import argparse
 
 port, compile_in, cache_bytes, timeout = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-generator = load_generator(argparse.Namespace(model=None, draft_model=None, no_draft=False, device="cpu", dtype="float32"))
+options = argparse.Namespace(model=None, draft_model=None, no_draft=False, device="cpu", dtype="float32")
+generator = load_generator(options)
 limits = Limits(cache_bytes=cache_bytes, compile_timeout=timeout)
 if compile_in == "thread":
     import structspec.server.constraints as constraints
