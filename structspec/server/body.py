@@ -33,7 +33,13 @@ async def read_json(request: Request, max_bytes: int) -> Any:
         raise APIError("client disconnected before sending the whole body", code="client_disconnected") from None
     raw = b"".join(chunks)
     try:
-        return json.loads(raw.decode("utf-8"))
+        body = json.loads(raw.decode("utf-8"))
+        if b"\\u" in raw:  # only a \u escape can make a lone surrogate, which no tokenizer takes
+            json.dumps(body, ensure_ascii=False).encode("utf-8")
+        return body
+    except UnicodeEncodeError as exc:
+        raise APIError(f"body: a \\u escape makes a lone surrogate (U+{ord(exc.object[exc.start]):04X}), which is not "
+                       "a Unicode character", code="invalid_json") from None
     except UnicodeDecodeError as exc:
         raise APIError(f"body: not UTF-8 (byte {exc.start})", code="invalid_json") from None
     except json.JSONDecodeError as exc:

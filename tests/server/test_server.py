@@ -274,6 +274,12 @@ def test_oversized_and_malformed_bodies(http: httpx.Client) -> None:
     assert assert_error(chunked, 400)["code"] == "body_too_large"
     malformed = http.post("/v1/chat/completions", content=b'{"messages": [\n  {"role": }]}')
     assert assert_error(malformed, 400, "body 2:")["code"] == "invalid_json"
+    surrogate = http.post("/v1/chat/completions", content=b'{"messages": [{"role": "user", "content": "a\\udfcf"}]}',
+                          headers={"content-type": "application/json"})  # a lone surrogate: a 500 from the tokenizer
+    assert assert_error(surrogate, 400, "U+DFCF")["code"] == "invalid_json"
+    paired = http.post("/v1/chat/completions", headers={"content-type": "application/json"},
+                       content=b'{"messages": [{"role": "user", "content": "\\ud83d\\ude00"}], "max_tokens": 2}')
+    assert paired.status_code == 200, paired.text
     assert_error(http.get("/v1/nothing"), 404)
 
 
