@@ -77,6 +77,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        help=f"longest a schema or grammar may take to compile (default: {defaults.compile_timeout:g})")
     group.add_argument("--compile-processes", type=int, default=defaults.compile_processes, metavar="N",
                        help=f"processes compiling grammars at once (default: {defaults.compile_processes})")
+    group.add_argument("--compile-process-bytes", type=int, default=defaults.compile_process_bytes, metavar="N",
+                       help="resident bytes a compile process may keep after a job before a fresh one replaces it "
+                       f"(default: {defaults.compile_process_bytes})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
             cache_bytes=args.cache_bytes,
             compile_timeout=args.compile_timeout,
             compile_processes=args.compile_processes,
+            compile_process_bytes=args.compile_process_bytes,
         )
         defaults = sampling_options(args, max_new_tokens=limits.default_max_tokens)
         generator = load_generator(args)

@@ -7,7 +7,10 @@ it. Measured in docs/server.md: a 1,400-property schema compiled on a thread mad
 requests several times slower. So jobs run in separate processes, started with ``spawn``
 (never ``fork``: the server process runs torch threads) and reused across jobs; the result
 comes back pickled. A job that runs past the time limit has its process killed (a new one
-starts for the next job) and raises :class:`CompileTimeout`.
+starts for the next job) and raises :class:`CompileTimeout`. A process whose resident memory
+has grown past the pool's bound after a job (its caches of rule automata and whatever the
+allocator kept from a big grammar) is retired, and a fresh one serves the next job: the bound
+caps what the compile processes hold between jobs, not what one job may use.
 
 The parent only waits on a pipe (the lock is free meanwhile) and then unpickles the result
 with the cycle collector paused: a big grammar is hundreds of thousands of new objects, and
@@ -22,6 +25,8 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import resource
+import sys
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -41,16 +46,19 @@ class CompilePool:
 
     :meth:`run` blocks its calling thread (call it from a thread pool, not the event loop). A
     job is a picklable function and arguments; its return value, or the exception it raised,
-    comes back to the caller.
+    comes back to the caller. A child whose resident set is over ``memory`` bytes after a job
+    is stopped instead of kept for the next one.
     """
 
-    def __init__(self, processes: int, timeout: float) -> None:
+    def __init__(self, processes: int, timeout: float, memory: int = 256 << 20) -> None:
         self.timeout = timeout
+        self.memory = memory
         self._context = multiprocessing.get_context("spawn")
         self._slots = threading.BoundedSemaphore(processes)
         self._idle: list[_Child] = []
         self._lock = threading.Lock()
         self.timeouts = 0
+        self.retired = 0
 
     def run(self, function: Callable[..., Any], *args: Any) -> Any:
         """``function(*args)`` in a child process; raises :class:`CompileTimeout` past the limit
@@ -58,7 +66,7 @@ class CompilePool:
         with self._slots:
             child = self._take()
             try:
-                ok, value = child.call(function, args, self.timeout)
+                ok, value, resident = child.call(function, args, self.timeout)
             except CompileTimeout:
                 self.timeouts += 1
                 child.stop()
@@ -66,7 +74,11 @@ class CompilePool:
             except BaseException:
                 child.stop()
                 raise
-            self._give(child)
+            if resident > self.memory:
+                self.retired += 1
+                child.stop()
+            else:
+                self._give(child)
         if not ok:
             raise value
         return value
@@ -103,7 +115,8 @@ class _Child:
         self._process.start()
         child_end.close()
 
-    def call(self, function: Callable[..., Any], args: tuple[Any, ...], timeout: float) -> tuple[bool, Any]:
+    def call(self, function: Callable[..., Any], args: tuple[Any, ...], timeout: float) -> tuple[bool, Any, int]:
+        """``(ok, result or exception, the child's resident bytes after the job)``."""
         self._conn.send((function, args))
         if not self._conn.poll(timeout):
             raise CompileTimeout(f"compilation took longer than {timeout:g} s")
@@ -126,18 +139,29 @@ class _Child:
         self._conn.close()
 
 
+def resident_bytes() -> int:
+    """This process's resident set size: current where ``/proc`` has it, else the peak."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * resource.getpagesize()
+    except OSError:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
+
+
 def _serve(conn: Connection) -> None:
-    """The child's loop: run each job, send back ``(True, result)`` or ``(False, exception)``."""
+    """The child's loop: run each job, send back ``(True, result, rss)`` or ``(False, exception, rss)``."""
     while True:
         try:
             function, args = conn.recv()
         except (EOFError, KeyboardInterrupt):
             return
         try:
-            reply: tuple[bool, Any] = (True, function(*args))
+            ok, value = True, function(*args)
         except Exception as exc:
-            reply = (False, exc)
+            ok, value = False, exc
         try:
-            conn.send(reply)
+            conn.send((ok, value, resident_bytes()))
         except Exception as exc:  # a result or an exception that does not pickle
-            conn.send((False, RuntimeError(f"the compile process could not send its result back: {exc!r}")))
+            error = RuntimeError(f"the compile process could not send its result back: {exc!r}")
+            conn.send((False, error, resident_bytes()))

@@ -62,7 +62,7 @@ class ConstraintCache:
     def __init__(self, limits: Limits, vocabulary: Vocabulary, pool: CompilePool | None = None) -> None:
         self._limits = limits
         self._vocabulary = vocabulary
-        self._pool = pool or CompilePool(limits.compile_processes, limits.compile_timeout)
+        self._pool = pool or CompilePool(limits.compile_processes, limits.compile_timeout, limits.compile_process_bytes)
         self._entries: BoundedCache[tuple[Any, ...], Entry] = BoundedCache(
             max_entries=limits.cache_size, max_bytes=limits.cache_bytes, weigh=_compiled_bytes)
         self._pending: dict[tuple[Any, ...], Future[Entry]] = {}
@@ -75,9 +75,10 @@ class ConstraintCache:
 
     def stats(self) -> dict[str, Any]:
         """What ``GET /health`` reports: entries, estimated bytes, hits, misses, evictions,
-        shared compilations and compilations stopped by the time limit."""
+        shared compilations, compilations stopped by the time limit and compile processes retired
+        past their memory bound."""
         return {**self._entries.stats(), "max_bytes": self._limits.cache_bytes, "shared": self.shared,
-                "timeouts": self._pool.timeouts}
+                "timeouts": self._pool.timeouts, "retired": self._pool.retired}
 
     def from_schema(
         self, schema: Any, param: str, *, strict: bool = True, source: str | None = None, grounded: bool = False

@@ -34,6 +34,8 @@ class Limits:
         compile_timeout: seconds a schema or grammar may take to convert and compile (HTTP 400
             ``compile_timeout`` beyond).
         compile_processes: child processes compiling at once (more wait for one).
+        compile_process_bytes: resident bytes a compile process may hold after a job; past
+            them it is replaced by a fresh one (which loses its caches of rule automata).
     """
 
     max_body_bytes: int = 1 << 20
@@ -48,6 +50,7 @@ class Limits:
     cache_bytes: int = 512 << 20
     compile_timeout: float = 60.0
     compile_processes: int = 2
+    compile_process_bytes: int = 256 << 20
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():

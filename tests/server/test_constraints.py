@@ -26,6 +26,7 @@ class InProcess:
     """A pool that runs jobs here, slowly, counting them."""
 
     timeouts = 0
+    retired = 0
 
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay
