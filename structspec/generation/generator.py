@@ -13,7 +13,7 @@ from structspec.generation.batch import Batch
 from structspec.generation.cache import CachedModel, logits_width, tree_attention
 from structspec.generation.chain import DraftChain
 from structspec.generation.config import SpecConfig
-from structspec.generation.constraint import Constraint, to_constraint
+from structspec.generation.constraint import to_constraint
 from structspec.generation.detokenize import TextAssembler
 from structspec.generation.drafters import ForcedDrafter, ModelDrafter, NgramDrafter
 from structspec.generation.loop import Decoding, decode
@@ -22,6 +22,7 @@ from structspec.generation.sampling import Sampling
 from structspec.generation.sequence import Request, RequestError, Sequence
 from structspec.generation.stats import Result, Stats
 from structspec.generation.vocab_check import draft_vocabulary
+from structspec.grammar.content import Constraint
 from structspec.lru import BoundedCache
 from structspec.masks.compiled import CompiledGrammar
 from structspec.masks.compiled import compile as compile_grammar

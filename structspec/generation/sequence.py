@@ -11,11 +11,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from structspec.generation.constraint import Constraint
 from structspec.generation.detokenize import TextAssembler
 from structspec.generation.loop import Decoding
 from structspec.generation.prompt import Messages
 from structspec.generation.stats import Result
+from structspec.grammar.content import Constraint
 
 
 @dataclass(frozen=True)

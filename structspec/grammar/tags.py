@@ -20,13 +20,13 @@ streams.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from structspec.errors import GrammarError, SchemaError
+from structspec.grammar.content import Constraint, to_constraint
 from structspec.grammar.grammar import Grammar
 from structspec.grammar.tag_reading import TaggedText, parse_tagged
 from structspec.ir.automaton import emit_graph
@@ -63,11 +63,11 @@ class Tag:
     def value_of(self, content: str) -> Any:
         """The value of a segment's content: the JSON value for a JSON Schema, the validated
         model for a Pydantic type, ``None`` for a grammar."""
-        return self._reader.read(content)
+        return self._reader.value(content)
 
     @cached_property
-    def _reader(self) -> _Content:
-        return _content(self.content)
+    def _reader(self) -> Constraint:
+        return to_constraint(self.content, what="a tag's content")
 
 
 @dataclass(frozen=True, eq=False)
@@ -255,41 +255,6 @@ def _renamed(rules: Iterable[Rule], prefix: str) -> list[Rule]:
         return n
 
     return [Rule(prefix + rule.name, node(rule.body), line=rule.line, column=rule.column) for rule in rules]
-
-
-# -- content -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Content:
-    """A tag's content as a grammar, and how to read a value from its text."""
-
-    grammar: Grammar
-    read: Callable[[str], Any]
-
-
-def _no_value(_text: str) -> None:
-    """A grammar's content has no value (a module function, so that a tag pickles)."""
-    return None
-
-
-def _content(content: Any) -> _Content:
-    if isinstance(content, Grammar):
-        return _Content(content, _no_value)
-    if isinstance(content, str):
-        return _Content(Grammar.from_gbnf(content), _no_value)
-    if isinstance(content, (dict, bool)):
-        return _Content(Grammar.from_json_schema(content), json.loads)
-    from structspec.jsonschema.pydantic_models import adapter_reader, closed_schema, type_adapter
-
-    adapter = type_adapter(content)
-    if adapter is None:
-        raise TypeError(
-            "a tag's content must be a structspec.Grammar, GBNF text, a JSON Schema dict or a Pydantic "
-            f"model class, got {content!r}"
-        )
-    schema = closed_schema(adapter.json_schema(mode="validation"))
-    return _Content(Grammar.from_json_schema(schema), adapter_reader(content, adapter))
 
 
 def _tag_from_dict(item: Any, where: str) -> Tag:
