@@ -122,6 +122,11 @@ class BoundedCache(Generic[K, V]):
             self._items.clear()
             self.nbytes = 0
 
+    def keys(self) -> list[K]:
+        """The keys held, least recently used first (a snapshot)."""
+        with self._lock:
+            return list(self._items)
+
     def values(self) -> list[V]:
         """The values held, least recently used first (a snapshot)."""
         with self._lock:

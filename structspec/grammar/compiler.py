@@ -11,6 +11,7 @@ as the spans of a source text) are taken as they are, never inlined.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Collection, Mapping
 from typing import NamedTuple
 
@@ -27,18 +28,18 @@ from structspec.lru import BoundedCache
 INLINE_LIMIT = 400  # estimated NFA states up to which a non-recursive rule is inlined
 DFA_CACHE_BYTES = 128 << 20  # estimated bytes of the rule automata kept for reuse by later grammars
 DFA_CACHE_ENTRIES = 4096  # rule automata kept for reuse
-DFA_STATE_BYTES = 700  # estimated bytes per state of a kept automaton with its key (measured: about 680)
+DFA_KEY_BYTES = 2048  # estimated bytes of a kept automaton's key (the rule's syntax tree) and symbol edges
 NFA_LIMIT = 400_000  # NFA states per rule
 DFA_LIMIT = 100_000  # DFA states per rule
 BLOCK_AT = 4096  # repetition counts above which a repetition calls a rule of ~sqrt(count) copies
 
 
-def _dfa_bytes(_key: object, dfa: _DFA) -> int:
-    """Estimated bytes of a cached rule automaton: its per-state lists and dicts."""
-    return DFA_STATE_BYTES * len(dfa.final)
+def _dfa_bytes(_key: object, dfa: _Layout) -> int:
+    """Estimated bytes of a cached rule automaton: its arrays, its key and its symbol edges."""
+    return dfa.byte_class.nbytes + dfa.table.nbytes + dfa.final.nbytes + dfa.has_bytes.nbytes + DFA_KEY_BYTES
 
 
-_DFA_CACHE: BoundedCache[tuple[Expr, tuple[tuple[str, Expr], ...]], _DFA] = BoundedCache(
+_DFA_CACHE: BoundedCache[tuple, _Layout] = BoundedCache(
     max_entries=DFA_CACHE_ENTRIES, max_bytes=DFA_CACHE_BYTES, weigh=_dfa_bytes
 )
 """Least recently used rule automata, shared by every grammar the process compiles
@@ -72,11 +73,12 @@ def compile_rules(
     plan = _PLANS.get(key, None) if given else None
     if plan is None or plan[0] is not table:
         rules, blocks = _blocked(table, given.keys())
-        order = _reachable_in_order(rules, root)
-        inline = _inlinable(rules, order, {name: _refs(rules, name) for name in order}) - given.keys() - blocks
+        graph = _reference_graph(rules, root)
+        order = list(graph)
+        inline = _inlinable(rules, order, graph) - given.keys() - blocks
         compiled = [name for name in order if name not in inline or name == root]
-        own = [None if name in given else _rule_dfa(rules, inline, name) for name in compiled]
-        symbols = (sym for dfa in own if dfa is not None for moves in dfa.sym_next for sym in moves)
+        own = [None if name in given else _rule_dfa(rules, graph, inline, name) for name in compiled]
+        symbols = (sym for dfa in own if dfa is not None for _, moves in dfa.calls for sym, _ in moves)
         token_refs = tuple(dict.fromkeys(sym for sym in symbols if isinstance(sym, TokenRef)))
         plan = (table, compiled, own, token_refs)
         if given:
@@ -86,11 +88,11 @@ def compile_rules(
     return _assemble(compiled, dfas, root, token_refs)
 
 
-def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _DFA:
+def _rule_dfa(table: Mapping[str, Rule], graph: Mapping[str, Collection[str]], inline: set[str], name: str) -> _Layout:
     """The automaton of one rule, from the process-wide cache when the same rule text (with
     the same inlined callees) was compiled before: most schema grammars share the JSON helpers
     (``string``, ``number``, ``value`` ...), so their automata are built once per process."""
-    key = (table[name].body, _inlined_callees(table, inline, name))
+    key = _shape(table[name].body, _inlined_callees(table, graph, inline, name))
     dfa = _DFA_CACHE.get(key, None)
     if dfa is None:
         dfa = _build_dfa(table, inline, table[name])
@@ -98,7 +100,7 @@ def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _DFA:
     return dfa
 
 
-def _build_dfa(table: Mapping[str, Rule], inline: set[str], rule: Rule) -> _DFA:
+def _build_dfa(table: Mapping[str, Rule], inline: set[str], rule: Rule) -> _Layout:
     nfa = _RuleNFA(table, inline, rule)
     start, end = nfa.state(), nfa.state()
     nfa.build(rule.body, start, end)
@@ -108,10 +110,10 @@ def _build_dfa(table: Mapping[str, Rule], inline: set[str], rule: Rule) -> _DFA:
             rule, f"needs more than {DFA_LIMIT} automaton states after determinization; split it into smaller rules"
         )
 
-    return _DFA(determinize(nfa, nfa.closure([start]), lambda subset: end in subset, DFA_LIMIT, too_large))
+    return _layout(determinize(nfa, nfa.closure([start]), lambda subset: end in subset, DFA_LIMIT, too_large))
 
 
-def _given_dfa(automaton: ByteAutomaton) -> _DFA:
+def _given_dfa(automaton: ByteAutomaton) -> _Layout:
     """A rule automaton taken as given: its moves, written into the rule set's table as they are
     (every byte it moves on is a byte class of its own)."""
     byte_class = np.zeros(256, dtype=np.int32)
@@ -119,15 +121,48 @@ def _given_dfa(automaton: ByteAutomaton) -> _DFA:
     has_bytes = np.zeros(automaton.n_states, dtype=bool)
     has_bytes[automaton.src] = True
     moves = (automaton.src, automaton.byte, automaton.dst)
-    return _DFA(Determinized([], [], []), _Layout(byte_class, None, (), automaton.final, has_bytes, moves))
+    return _Layout(byte_class, None, (), automaton.final, has_bytes, moves)
 
 
-def _inlined_callees(table: Mapping[str, Rule], inline: set[str], name: str) -> tuple[tuple[str, Expr], ...]:
+def _shape(body: Expr, callees: tuple[tuple[str, Expr], ...]) -> tuple:
+    """A rule's cache key: its body and its inlined callees' (name, body) as one flat tuple of
+    strings and numbers, in prefix order with arities (so it reads back to one tree). Flat,
+    the keys cost no per-node objects while cached, and the collector skips them."""
+    atoms: list = []
+    todo: list = [body]
+    for name, callee in callees:
+        todo += [callee, name]
+    todo.reverse()
+    while todo:
+        node = todo.pop()
+        if isinstance(node, str):
+            atoms += ("=", node)
+        elif isinstance(node, (Seq, Alt)):
+            atoms += ("S" if isinstance(node, Seq) else "A", len(node.items))
+            todo.extend(reversed(node.items))
+        elif isinstance(node, Rep):
+            atoms += ("P", node.low, node.high)
+            todo.append(node.item)
+        elif isinstance(node, Lit):
+            atoms += ("L", node.text)
+        elif isinstance(node, Ref):
+            atoms += ("R", node.name)
+        elif isinstance(node, TokenRef):
+            atoms += ("T", node.token, node.negated)
+        else:
+            ranges = node.code_points() if isinstance(node, CharClass) else node.charset.ranges
+            atoms += ("C", len(ranges), *(bound for pair in ranges for bound in pair))
+    return tuple(atoms)
+
+
+def _inlined_callees(
+    table: Mapping[str, Rule], graph: Mapping[str, Collection[str]], inline: set[str], name: str
+) -> tuple[tuple[str, Expr], ...]:
     """``(name, body)`` of every rule inlined into ``name``, directly or through others."""
     found: dict[str, Expr] = {}
     todo = [name]
     while todo:
-        for callee in _refs(table, todo.pop()):
+        for callee in graph[todo.pop()]:
             if callee in inline and callee not in found:
                 found[callee] = table[callee].body
                 todo.append(callee)
@@ -192,19 +227,20 @@ def _blocked(table: Mapping[str, Rule], given: Collection[str] = ()) -> tuple[Ma
     return rules, blocks
 
 
-def _reachable_in_order(table: Mapping[str, Rule], root: str) -> list[str]:
-    order, seen, todo = [], set(), [root]
+def _reference_graph(table: Mapping[str, Rule], root: str) -> dict[str, dict[str, None]]:
+    """The rules reachable from ``root`` in breadth-first order, each with the rules it refers
+    to (in the order they are written; a dict as an ordered set)."""
+    graph: dict[str, dict[str, None]] = {}
+    todo = deque([root])
     while todo:
-        name = todo.pop(0)
-        if name in seen:
-            continue
-        seen.add(name)
-        order.append(name)
-        todo.extend(n.name for n in walk(table[name].body) if isinstance(n, Ref))
-    return order
+        name = todo.popleft()
+        if name not in graph:
+            graph[name] = dict.fromkeys(n.name for n in walk(table[name].body) if isinstance(n, Ref))
+            todo.extend(callee for callee in graph[name] if callee not in graph)
+    return graph
 
 
-def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, set[str]]) -> set[str]:
+def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, Collection[str]]) -> set[str]:
     """Non-recursive rules whose inlined size stays small (``graph``: each rule's references)."""
     recursive = _recursive_rules(graph, names)
     estimates: dict[str, int] = {}
@@ -251,11 +287,7 @@ def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, 
     return inline
 
 
-def _refs(table: Mapping[str, Rule], name: str) -> set[str]:
-    return {n.name for n in walk(table[name].body) if isinstance(n, Ref)}
-
-
-def _recursive_rules(graph: Mapping[str, set[str]], names: list[str]) -> set[str]:
+def _recursive_rules(graph: Mapping[str, Collection[str]], names: list[str]) -> set[str]:
     """Rules that can reach themselves through references: the members of strongly connected
     components with a cycle (Tarjan's algorithm, iterative, linear in rules + references)."""
     index: dict[str, int] = {}
@@ -296,7 +328,7 @@ def _recursive_rules(graph: Mapping[str, set[str]], names: list[str]) -> set[str
     return recursive
 
 
-def _topological(graph: Mapping[str, set[str]], names: list[str]) -> list[str]:
+def _topological(graph: Mapping[str, Collection[str]], names: list[str]) -> list[str]:
     """Callers before callees (cycles broken arbitrarily)."""
     order: list[str] = []
     state: dict[str, int] = {}
@@ -379,24 +411,12 @@ def _range_mask(low: int, high: int) -> int:
     return ((1 << (high + 1)) - 1) ^ ((1 << low) - 1)
 
 
-class _DFA:
-    """One rule's deterministic automaton with local state numbers (0 is the start)."""
-
-    def __init__(self, automaton: Determinized[int], layout: _Layout | None = None) -> None:
-        self.byte_pieces = automaton.edges  # (byte mask, target)
-        self.sym_next = automaton.moves  # called rule name or token reference -> target
-        self.final = automaton.accept
-        self._layout = layout
-
-    def layout(self) -> _Layout:
-        """The automaton as arrays, built once and cached with it, so that assembling a grammar
-        from cached rules costs array copies rather than a pass over every state."""
-        if self._layout is None:
-            byte_class, table = _local_classes(self.byte_pieces)
-            calls = tuple((q, tuple(moves.items())) for q, moves in enumerate(self.sym_next) if moves)
-            final = np.array(self.final, dtype=bool)
-            self._layout = _Layout(byte_class, table, calls, final, (table >= 0).any(axis=1))
-        return self._layout
+def _layout(dfa: Determinized[int]) -> _Layout:
+    """One rule's deterministic automaton (local state numbers, 0 the start) as arrays: what
+    the cache keeps and what assembling a grammar copies (no Python object per state)."""
+    byte_class, table = _local_classes(dfa.edges)
+    calls = tuple((q, tuple(moves.items())) for q, moves in enumerate(dfa.moves) if moves)
+    return _Layout(byte_class, table, calls, np.array(dfa.accept, dtype=bool), (table >= 0).any(axis=1))
 
 
 class _Layout(NamedTuple):
@@ -427,8 +447,7 @@ def _refine(pieces: list[tuple[int, set[int]]], mask: int, targets: set[int]) ->
     return out
 
 
-def _assemble(names: list[str], dfas: list[_DFA], root: str, token_refs: tuple[TokenRef, ...]) -> RuleSet:
-    layouts = [dfa.layout() for dfa in dfas]
+def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: tuple[TokenRef, ...]) -> RuleSet:
     sizes = [len(layout.final) for layout in layouts]
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int32)
     total = int(sum(sizes))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from structspec.gcpause import paused_collection
 from structspec.grammar.compiler import CompileLimitError, compile_rules
 from structspec.grammar.gbnf.analysis import grammar_errors, rule_table
 from structspec.grammar.gbnf.parser import parse_gbnf
@@ -76,14 +77,15 @@ class Grammar:
         if automata and all(isinstance(a, ByteAutomaton) for a in automata.values()):
             key = (text, root, tuple((name, bool(a.final[0])) for name, a in automata.items()))
         table = _TABLES.get(key, None) if key is not None else None
-        if table is None:
-            table = _rule_table(text, root, automata or {})
-            if key is not None:
-                _TABLES.put(key, table)
-        try:
-            ruleset = compile_rules(table, root, automata)
-        except CompileLimitError as exc:
-            raise exc.diagnostic.to_error(text) from None
+        with paused_collection():
+            if table is None:
+                table = _rule_table(text, root, automata or {})
+                if key is not None:
+                    _TABLES.put(key, table)
+            try:
+                ruleset = compile_rules(table, root, automata)
+            except CompileLimitError as exc:
+                raise exc.diagnostic.to_error(text) from None
         own = {name: rule for name, rule in table.items() if name not in (automata or {})}
         return cls(own, root, ruleset, text, automata)
 

@@ -169,8 +169,18 @@ def determinize(
 ) -> Determinized[Label]:
     """The subset construction from the state set ``initial``; the sets reached are closed
     with ``nfa.closure`` (no guard holds). Past ``limit`` states, raises ``too_large()``."""
-    closure = nfa.closure
     split = nfa.alphabet.split
+    single: dict[int, frozenset[int]] = {}  # closures of one state (most moves lead to one), kept
+
+    def closure(targets: Collection[int]) -> frozenset[int]:
+        if len(targets) != 1:
+            return nfa.closure(targets)
+        (q,) = targets
+        found = single.get(q)
+        if found is None:
+            found = single[q] = nfa.closure(targets)
+        return found
+
     result: Determinized[Label] = Determinized([], [], [])
     ids: dict[frozenset[int], int] = {}
     queue: list[frozenset[int]] = []

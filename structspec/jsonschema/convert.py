@@ -19,6 +19,7 @@ import referencing.exceptions
 
 from structspec.budget import check, deadline
 from structspec.errors import SCHEMA_TOO_DEEP, SchemaError, SchemaRelaxedWarning
+from structspec.gcpause import paused_collection
 from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Expr, Lit, MaybeExpr, Ref, alt
 from structspec.jsonschema import helpers
@@ -428,8 +429,9 @@ def convert_schema(
                         for name, (spec, pointer) in template.spans.items()}
             if all(automaton is not None for automaton in automata.values()):
                 return ConvertedSchema(template.text, automata)
-    converter = Converter(schema, whitespace, strict, property_order, time_limit, grounding)
-    text = converter.convert()
+    with paused_collection():
+        converter = Converter(schema, whitespace, strict, property_order, time_limit, grounding)
+        text = converter.convert()
     if key is not None and not converter.grounded.source_shaped:
         _TEMPLATES.put(key, _Template(text, dict(converter.grounded.spans)))
     return ConvertedSchema(text, dict(converter.builder.given))

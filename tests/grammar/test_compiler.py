@@ -51,7 +51,7 @@ def test_same_rule_text_with_different_inlined_callees_is_not_shared() -> None:
 
 
 def test_cache_stays_within_its_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    budget = 50 * compiler.DFA_STATE_BYTES
+    budget = 8 * compiler.DFA_KEY_BYTES
     monkeypatch.setattr(compiler._DFA_CACHE, "max_bytes", budget)
     for path in GRAMMARS:
         Grammar.from_gbnf(path.read_text(encoding="utf-8"))
@@ -100,3 +100,22 @@ def test_wide_alternation_refines_once_per_distinct_byte_mask(monkeypatch: pytes
     grammar = Grammar.from_gbnf(f"root ::= {alternatives}")
     assert grammar.matches('"v1999"') and not grammar.matches('"v2000"')
     assert 0 < len(calls) < 3 * 2000
+
+
+def test_cached_automata_hold_no_syntax_nodes_nor_per_state_objects() -> None:
+    """Keys are flat tuples of strings and numbers and values arrays: a process-wide cache of
+    thousands of rules adds next to nothing for the garbage collector to walk."""
+    compiler._DFA_CACHE.clear()
+    for path in GRAMMARS:
+        Grammar.from_gbnf(path.read_text(encoding="utf-8"))
+    atoms = (str, int, bool, type(None))
+    for key, dfa in zip(compiler._DFA_CACHE.keys(), compiler._DFA_CACHE.values(), strict=True):
+        assert isinstance(key, tuple) and all(isinstance(atom, atoms) for atom in key)
+        assert all(isinstance(part, np.ndarray) for part in (dfa.byte_class, dfa.table, dfa.final, dfa.has_bytes))
+
+
+def test_equal_rules_share_one_cached_automaton_however_their_classes_are_written() -> None:
+    compiler._DFA_CACHE.clear()
+    Grammar.from_gbnf('root ::= [a-c] "x"')
+    Grammar.from_gbnf('root ::= [abc] "x"')
+    assert len(compiler._DFA_CACHE) == 1
