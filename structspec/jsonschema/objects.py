@@ -24,6 +24,7 @@ import math
 from typing import Any, Protocol
 
 from structspec.budget import check
+from structspec.errors import SCHEMA_TOO_LARGE, SchemaError
 from structspec.ir.automaton import (
     DFA,
     TooComplexError,
@@ -35,6 +36,7 @@ from structspec.ir.automaton import (
     union,
 )
 from structspec.ir.charset import ANY
+from structspec.ir.counted import emit_counted
 from structspec.ir.expr import EMPTY, Lit, MaybeExpr, alt, rep, seq
 from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema.encoding import QUOTE, json_string_literal
@@ -111,12 +113,14 @@ def object_expr(host: ObjectHost, facets: list[Facet], name: str) -> MaybeExpr:
     needs_witness = witness_spec is not None
     tracked = _tracked_in_any_order(known, required, min_p, max_p) if host.any_order else None
     orders = [known] if tracked is not None else property_orders(known, required)
-    bodies = [
-        _members(
-            host.builder, [entries[k] for k in order], extra, witness, needs_witness, min_p, max_p, sep, name, tracked
-        )
-        for order in orders
-    ]
+    try:
+        bodies = [
+            _members(host.builder, listed, extra, witness, needs_witness, min_p, max_p, sep, name, tracked)
+            for listed in ([entries[k] for k in order] for order in orders)
+        ]
+    except TooComplexError as exc:
+        pointer = next(f.pointer("maxProperties") for f in facets if "maxProperties" in f.kw)
+        raise SchemaError(f"object members: {exc}", pointer, "maxProperties", code=SCHEMA_TOO_LARGE) from exc
     return seq(Lit("{"), ws, alt(*bodies), ws, Lit("}"))
 
 
@@ -329,14 +333,11 @@ def _members(
 
     States ``(d, c, e, w)``: ``d`` the entries done (in order: how many were passed; in any
     order: the bit set of tracked ones written), ``c`` entries and ``e`` extra members so far
-    (both saturating when no maximum needs them exact), ``w`` the witness: ``NO_WITNESS``
-    (still needed), ``WITNESSED``, or ``LAST_REPEATABLE`` (given by a repeatable member)."""
-    if not entries and not needs_witness and extra is not None and max_p and min_p <= 1:
-        # Only undeclared members, up to max_p: a counted repetition (the compiler expands large
-        # counts over block rules) instead of a chain of max_p states.
-        members = seq(extra, rep(seq(sep, extra), 0, max_p - 1))
-        return members if min_p else rep(members, 0, 1)
-    cap = max_p if max_p is not None else max(min_p, 1)
+    (saturating at what ``min_p`` and the separator need), ``w`` the witness: ``NO_WITNESS``
+    (still needed), ``WITNESSED``, or ``LAST_REPEATABLE`` (given by a repeatable member).
+    ``max_p`` bounds the links a path takes (:func:`~structspec.ir.counted.emit_counted`), so
+    a large maximum costs no state per count."""
+    cap = max(min_p, 1)
     n = len(entries)
     needed_bits = sum(1 << j for j, (_, needed, _) in enumerate(entries) if needed)
     edges: dict[object, list[tuple[MaybeExpr, object]]] = {}
@@ -359,7 +360,6 @@ def _members(
         edges.setdefault(state, [])
         d, c, e, w = state
         lead = sep if c + e else EMPTY
-        room = max_p is None or c + e < max_p
         complete = d & needed_bits == needed_bits if tracked is not None else d == n
         if complete and c + min(e, 1) >= min_p and w != NO_WITNESS:
             accept.add(state)
@@ -372,14 +372,15 @@ def _members(
         for j, after in steps:
             member, _, proof = entries[j]
             repeatable = tracked is not None and not tracked >> j & 1
-            if room and not (repeatable and w == LAST_REPEATABLE):
+            if not (repeatable and w == LAST_REPEATABLE):
                 go(state, seq(lead, member), (after, min(c + 1, cap), e, w))
                 if w == NO_WITNESS:
                     given = LAST_REPEATABLE if repeatable else WITNESSED
                     go(state, seq(lead, proof), (after, min(c + 1, cap), e, given))
-        if room and w != LAST_REPEATABLE:
-            grown = e + 1 if max_p is not None else 1
-            go(state, seq(lead, extra), (d, c, grown, w))
+        if w != LAST_REPEATABLE:
+            go(state, seq(lead, extra), (d, c, 1, w))
             if w == NO_WITNESS:
-                go(state, seq(lead, witness), (d, c, grown, LAST_REPEATABLE))
-    return emit_graph(edges, accept, start, builder, f"{name}-rest")
+                go(state, seq(lead, witness), (d, c, 1, LAST_REPEATABLE))
+    if max_p is None:
+        return emit_graph(edges, accept, start, builder, f"{name}-rest")
+    return emit_counted(edges, accept, start, max_p, builder, f"{name}-rest")
