@@ -17,8 +17,9 @@ A level (a number of clients against one server) ends after ``--requests`` reque
 ``--seconds`` seconds, whichever comes first. Levels run interleaved, serial then batched at each
 client count, for ``--cycles`` cycles, so both designs see the same machine; every schema is sent
 to both servers once first (compilation, caches). Reported per design and client count:
-requests/s, generated tokens/s, and p50 / p99 latency over all cycles, plus the batched / serial
-ratios.
+requests/s, generated tokens/s, p50 / p99 latency over all cycles, and the server process's CPU
+time per request (user + system, from /proc: on a shared machine this moves far less with other
+load than the wall-clock figures), plus the batched / serial ratios.
 """
 
 from __future__ import annotations
@@ -73,6 +74,15 @@ def start_server(args: argparse.Namespace, max_batch: int) -> tuple[subprocess.P
         time.sleep(0.1)
     process.kill()
     raise RuntimeError("the server did not start within 120 s")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far (nan where /proc is missing)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def level(url: str, documents: list[dict[str, Any]], clients: int, requests: int, seconds: float,
@@ -152,9 +162,11 @@ def main(argv: list[str] | None = None) -> int:
             level(url, documents, 1, len(documents), 1e9, args.max_tokens)  # warm-up: every schema once
         for _ in range(args.cycles):
             for clients in counts:
-                for name, (_, url) in servers.items():
-                    results.setdefault((name, clients), []).append(
-                        level(url, documents, clients, args.requests, args.seconds, args.max_tokens))
+                for name, (process, url) in servers.items():
+                    before = cpu_seconds(process.pid)
+                    run = level(url, documents, clients, args.requests, args.seconds, args.max_tokens)
+                    run["cpu"] = cpu_seconds(process.pid) - before
+                    results.setdefault((name, clients), []).append(run)
     finally:
         for process, _ in servers.values():
             process.terminate()
@@ -167,20 +179,23 @@ def main(argv: list[str] | None = None) -> int:
                      "failures": sum(len(run["failures"]) for run in runs),
                      "requests_per_s": len(latencies) / wall,
                      "tokens_per_s": sum(t for run in runs for t in run["tokens"]) / wall,
-                     "p50": percentile(latencies, 0.5), "p99": percentile(latencies, 0.99)})
+                     "p50": percentile(latencies, 0.5), "p99": percentile(latencies, 0.99),
+                     "cpu_ms": 1000 * sum(run["cpu"] for run in runs) / max(1, len(latencies))})
     print(f"{args.model or 'demo pair'}, /v1/extract ({args.workload} schema), max_tokens {args.max_tokens}, "
           f"batched = --max-batch {args.max_batch}, {args.cycles} cycles, device {args.device}")
-    print("| clients | design | requests | requests/s | tokens/s | p50 latency (s) | p99 latency (s) |")
-    print("|---:|---|---:|---:|---:|---:|---:|")
+    print("| clients | design | requests | requests/s | tokens/s | p50 latency (s) | p99 latency (s) "
+          "| server CPU ms/request |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
     for row in sorted(rows, key=lambda r: (r["clients"], r["design"] != "serial")):
         print(f"| {row['clients']} | {row['design']} | {row['requests']} | {row['requests_per_s']:.2f} | "
-              f"{row['tokens_per_s']:.1f} | {row['p50']:.2f} | {row['p99']:.2f} |")
+              f"{row['tokens_per_s']:.1f} | {row['p50']:.2f} | {row['p99']:.2f} | {row['cpu_ms']:.1f} |")
     for clients in counts:
         serial = next(r for r in rows if r["design"] == "serial" and r["clients"] == clients)
         batched = next(r for r in rows if r["design"] == "batched" and r["clients"] == clients)
         ratio = batched["requests_per_s"] / serial["requests_per_s"]
         print(f"{clients} clients: batched / serial requests/s {ratio:.2f}x, "
-              f"p99 {batched['p99']:.2f} s against {serial['p99']:.2f} s")
+              f"p99 {batched['p99']:.2f} s against {serial['p99']:.2f} s, "
+              f"server CPU per request {serial['cpu_ms'] / batched['cpu_ms']:.2f}x less")
     if any(row["failures"] for row in rows):
         print("failures:", {(r["design"], r["clients"]): r["failures"] for r in rows if r["failures"]})
     if args.json:

@@ -4,12 +4,13 @@ A :class:`Batch` holds rows (:class:`~structspec.generation.sequence.Sequence`),
 own prompt, constraint, matcher, sampling, random generator, draft chain and stop. Rows join
 at any step and leave when done. A step:
 
-1. rows added since the last step are encoded: each prompt but its last token goes into the
-   :class:`~structspec.generation.batch_cache.BatchCache` (a prefix another row holds already is
-   shared, not encoded again);
+1. rows added since the last step join the
+   :class:`~structspec.generation.batch_cache.BatchCache`, each holding the longest prefix of
+   its prompt that a row holds already (shared, not encoded again);
 2. every row drafts (grammar-forced tokens, n-grams, the draft model: the same chain as alone);
-3. **one target forward** over every row's pending token and draft tree, packed into one
-   sequence (see :mod:`~structspec.generation.batch_cache` for the layout);
+3. **one target forward** over every row's pending tokens (the last committed one; for a row
+   just joined, the rest of its prompt) and draft tree, packed into one sequence (see
+   :mod:`~structspec.generation.batch_cache` for the layout);
 4. every row verifies its own rows of logits and keeps the branch it accepted, so rows move on
    by different numbers of tokens;
 5. finished rows leave; the cache is compacted when its holes outnumber its live entries.
@@ -31,11 +32,15 @@ import torch
 
 from structspec.generation.adaptive import ForwardCost
 from structspec.generation.batch_cache import BatchCache, Feed
-from structspec.generation.cache import CachedModel
+from structspec.generation.cache import CachedModel, common_prefix
 from structspec.generation.chain import Draft
 from structspec.generation.prefetch import MaskPrefetch
 from structspec.generation.sequence import Sequence
 from structspec.tokens.vocabulary import Vocabulary
+
+WAIT_FOR_PREFIX = 32
+"""Prompt tokens shared with a row joining in the same step that make a row wait a step for them
+(a step's forward costs a couple of milliseconds; feeding 32 tokens twice costs about as much)."""
 
 
 class Batch:
@@ -120,24 +125,33 @@ class Batch:
         return events
 
     def _join(self, events: list[tuple[Sequence, str]]) -> None:
-        """Encode the joining rows' prompts (all but the last token, which the first step feeds)."""
+        """Let the joining rows in. With the batch cache a row starts out holding the longest
+        prefix of its prompt that a row holds, and the rest of its prompt is fed with its first
+        round; a row sharing at least :data:`WAIT_FOR_PREFIX` more of its prompt with a row
+        joining now waits a step, to see those tokens once that row holds them rather than feed
+        them twice."""
         joining, self._joining = self._joining, []
-        ready = []
+        ready: list[Sequence] = []
         for sequence in joining:
-            if not sequence.decoding.done:
+            if sequence.decoding.done:
+                tail = _finish(sequence)  # nothing to generate (a grammar of the empty text)
+                if tail:
+                    events.append((sequence, tail))
+            elif self.cache is not None and self._waits(sequence.decoding.sequence[:-1], ready):
+                self._joining.append(sequence)
+            else:
                 ready.append(sequence)
-                continue
-            tail = _finish(sequence)  # nothing to generate (a grammar of the empty text)
-            if tail:
-                events.append((sequence, tail))
         if self.cache is not None:
-            start = time.perf_counter()
             self.cache.add([sequence.decoding.sequence[:-1] for sequence in ready])
-            for sequence in ready:  # the prompt's forward, shared by the rows joining together
-                sequence.decoding.stats.seconds["target"] += time.perf_counter() - start
         else:
             self._alone += [CachedModel(self.model, self.width) for _ in ready]
         self.rows += ready
+
+    def _waits(self, prompt: list[int], ready: list[Sequence]) -> bool:
+        """Whether ``prompt`` shares at least :data:`WAIT_FOR_PREFIX` more tokens with a row of
+        ``ready`` than with the rows in the cache."""
+        held, _ = self.cache.held(prompt)
+        return any(common_prefix(row.decoding.sequence, prompt, len(prompt)) >= held + WAIT_FOR_PREFIX for row in ready)
 
     def _feed(self, index: int, draft: Draft) -> Feed:
         """Row ``index``'s tokens not yet cached (the last committed one), then its draft tree."""

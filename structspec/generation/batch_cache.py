@@ -10,9 +10,11 @@ accepted, wherever they lie in its tree; the rest are holes no row sees. Nothing
 row that leaves only stops seeing its slots. When holes are more than half of the slots, the
 cache is compacted once for all rows (the live slots gathered to the front, in order).
 
-Rows that share a prompt prefix share its slots: a joining row's prompt is encoded after the
-longest prefix any row holds, which it sees in place, so prompts with the same instructions
-and schema pay for them once, in compute and in memory.
+Rows that share a prompt prefix share its slots: a joining row starts out holding the longest
+prefix of its prompt that any row holds, which it sees in place, so prompts with the same
+instructions and schema pay for them once, in compute and in memory. The rest of its prompt is
+fed with its first round, in the step's one forward with every other row's tokens: no forward
+of its own, and the running rows do not wait for one.
 
 Why packed rather than padded: rows draft different numbers of tokens each round (a long
 forced run in one row, nothing in the next), and padding every row to the widest feed made a
@@ -54,6 +56,7 @@ class BatchCache:
         self.tokens: list[list[int]] = []  # each row's cached tokens
         self.visible = torch.zeros(0, 0, dtype=torch.bool, device=self.device)  # [rows, slots]
         self._cache_arg = "cache" if _takes(type(model), "cache") else "past_key_values"
+        self._keep_arg = _takes(type(model), "logits_to_keep")
         self._fed: list[tuple[int, list[int]]] = []  # the last forward's first slot and tokens, per row
         self.slack = 64  # holes tolerated beyond the live slots before compacting
 
@@ -66,31 +69,23 @@ class BatchCache:
         return int(self.visible.shape[1])
 
     def add(self, prefixes: list[list[int]]) -> None:
-        """Append one row per prefix, holding its tokens. The longest prefix that a row already
-        holds (or a row added in the same call) is shared, not encoded again."""
-        fresh: list[list[tuple[torch.Tensor, torch.Tensor]]] = []  # new entries, per row that has some
-        start = following = self.size  # the first slot of the new entries, the next free one
-        for prefix in map(list, prefixes):
-            shared, source = 0, -1
-            for row, tokens in enumerate(self.tokens):
-                n = common_prefix(tokens, prefix, len(prefix))
-                if n > shared:
-                    shared, source = n, row
-            slots = self.slots[source][:shared] if shared else []
-            if shared < len(prefix):
-                fresh.append(self._encode(prefix[shared:], self._entries(slots, start, fresh), shared))
-            self.slots.append(slots + list(range(following, following + len(prefix) - shared)))
-            self.tokens.append(prefix)
-            following += len(prefix) - shared
-        for index, layer in enumerate(self.cache.layers if fresh else ()):
-            parts = [entries[index] for entries in fresh]
-            if layer.is_initialized and layer.keys.numel():
-                parts.insert(0, (layer.keys, layer.values))
-            keys, values = torch.cat([k for k, _ in parts], dim=2), torch.cat([v for _, v in parts], dim=2)
-            if not layer.is_initialized:
-                layer.lazy_initialization(keys, values)
-            layer.keys, layer.values = keys, values
-        self._see(following)
+        """Append one row per prefix. A new row holds the longest part of its prefix that a row
+        holds already (those slots, shared and seen in place); the rest is not encoded here but
+        fed with the row's first :meth:`logits`, in the same forward as the other rows' tokens."""
+        for prefix in prefixes:
+            shared, source = self.held(prefix)
+            self.slots.append(self.slots[source][:shared] if shared else [])
+            self.tokens.append(list(prefix[:shared]))
+        self._see(self.size)
+
+    def held(self, tokens: list[int]) -> tuple[int, int]:
+        """The length of the longest prefix of ``tokens`` that a row holds, and that row (-1: none)."""
+        shared, source = 0, -1
+        for row, cached in enumerate(self.tokens):
+            n = common_prefix(cached, tokens, len(tokens))
+            if n > shared:
+                shared, source = n, row
+        return shared, source
 
     def logits(self, feeds: list[Feed]) -> list[torch.Tensor]:
         """One forward over every row (``feeds[i]`` for row ``i``, at least one token each);
@@ -116,6 +111,11 @@ class BatchCache:
             at += n
         owners = torch.from_numpy(owner).to(self.device)
         allowed = torch.cat([self.visible.index_select(0, owners), torch.from_numpy(seen).to(self.device)], dim=1)
+        wanted = torch.tensor([first - size + i for (first, tokens), (_, _, n_out) in zip(self._fed, feeds, strict=True)
+                               for i in range(len(tokens) - n_out, len(tokens))], device=self.device)
+        # only the wanted positions go through the output layer (a prompt fed with its row's
+        # first round needs one; that layer is about half a small model's compute per token)
+        keep = {"logits_to_keep": wanted} if self._keep_arg else {}
         with torch.no_grad():
             out = self.model(
                 input_ids=torch.from_numpy(ids).to(self.device)[None],
@@ -123,11 +123,10 @@ class BatchCache:
                 position_ids=torch.from_numpy(positions).to(self.device)[None],
                 use_cache=True,
                 **{self._cache_arg: self.cache},
+                **keep,
             )
         self._see(size + total)
-        wanted = [first - size + i for (first, tokens), (_, _, n_out) in zip(self._fed, feeds, strict=True)
-                  for i in range(len(tokens) - n_out, len(tokens))]
-        flat = vocabulary_rows(out.logits[0, wanted], self.width)
+        flat = vocabulary_rows(out.logits[0] if self._keep_arg else out.logits[0, wanted], self.width)
         return list(flat.split([n_out for _, _, n_out in feeds]))
 
     def keep(self, row: int, kept: list[int]) -> None:
@@ -183,41 +182,6 @@ class BatchCache:
         cache = DynamicCache(config=self.model.config)
         cache.layers = [_growing_layer()() for _ in cache.layers]
         return cache
-
-    def _entries(self, slots: list[int], start: int, fresh: list) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Keys and values ``[1, heads, len(slots), dim]`` per layer of ``slots``, in sequence
-        order: slots below ``start`` are in the cache, the others among the entries of rows
-        being added (``fresh``); a row's cached slots come before its new ones."""
-        if not slots:
-            return []
-        old = torch.tensor([slot for slot in slots if slot < start], dtype=torch.long, device=self.device)
-        new = torch.tensor([slot - start for slot in slots if slot >= start], dtype=torch.long, device=self.device)
-        layers = []
-        for index, layer in enumerate(self.cache.layers):
-            parts = []
-            if len(old):
-                parts.append((layer.keys.index_select(2, old), layer.values.index_select(2, old)))
-            if len(new):
-                keys = torch.cat([entries[index][0] for entries in fresh], dim=2)
-                values = torch.cat([entries[index][1] for entries in fresh], dim=2)
-                parts.append((keys.index_select(2, new), values.index_select(2, new)))
-            layers.append((torch.cat([k for k, _ in parts], dim=2), torch.cat([v for _, v in parts], dim=2)))
-        return layers
-
-    def _encode(self, tokens: list[int], past: list, offset: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Keys and values per layer of ``tokens`` following ``past`` (the entries of the
-        ``offset`` tokens before them, or None)."""
-        single = self._empty()
-        for index, (keys, values) in enumerate(past):
-            single.update(keys, values, index)
-        with torch.no_grad():
-            self.model(
-                input_ids=torch.tensor([tokens], device=self.device),
-                use_cache=True,
-                logits_to_keep=1,
-                **{self._cache_arg: single},
-            )
-        return [(layer.keys[:, :, offset:], layer.values[:, :, offset:]) for layer in single.layers]
 
     def _mask(self, allowed: torch.Tensor) -> torch.Tensor:
         """``allowed`` ``[queries, keys]`` as the 4-D additive mask the attention takes (SDPA

@@ -6,6 +6,8 @@
 * Plain sampling: a seeded row draws what it draws alone (each row has its own generator).
 * The packed cache: every row's logits equal a fresh single-sequence cache's, draft trees,
   shared prompt prefixes and compaction included, for SDPA and eager attention.
+* A row joining with a prompt that shares a long prefix with another joining row waits a step
+  and shares it.
 * Rows leave on cancel; a model that cannot take the batch's masks decodes row by row.
 """
 
@@ -20,8 +22,9 @@ from hypothesis import strategies as st
 from tiny_models import one_thread, tiny_llama, tokenizer
 
 from structspec.generation import Generator, SpecConfig
+from structspec.generation.batch import WAIT_FOR_PREFIX
 from structspec.generation.batch_cache import BatchCache
-from structspec.generation.cache import CachedModel
+from structspec.generation.cache import CachedModel, common_prefix
 from structspec.generation.sequence import Request
 
 __all__ = ["one_thread"]
@@ -117,6 +120,26 @@ def test_demo_pair_rows_with_draft_trees_are_token_identical() -> None:
     assert batched[0].value is not None and batched[2].stats.stop_reason == "max_new_tokens"
 
 
+def test_a_row_joining_with_a_shared_prompt_waits_a_step_to_share_it() -> None:
+    """Two prompts sharing more than WAIT_FOR_PREFIX tokens join together: the second waits one
+    step, then holds the first one's slots of the shared part; both decode as alone."""
+    gen = _generator()
+    requests = [Request(PROMPTS[0] + tail, GBNF, max_new_tokens=12) for tail in (" One.", " Two!")]
+    batch = gen.batch()
+    first, second = (gen.sequence(request) for request in requests)
+    batch.add(first)
+    batch.add(second)
+    batch.step()
+    assert batch.rows == [first] and len(batch) == 2
+    batch.step()
+    shared = common_prefix(first.decoding.sequence, second.decoding.sequence, len(second.decoding.sequence))
+    assert shared >= WAIT_FOR_PREFIX and batch.cache.slots[1][:shared] == batch.cache.slots[0][:shared]
+    while len(batch):
+        batch.step()
+    for request, row in zip(requests, (first, second), strict=True):
+        assert row.result.token_ids == gen.generate(request.prompt, GBNF, max_new_tokens=12).token_ids
+
+
 def test_a_bad_request_names_its_index_before_any_decoding() -> None:
     gen = _generator()
     with pytest.raises(ValueError, match=r"requests\[1\]: .*max_new_tokens"):
@@ -190,16 +213,25 @@ TREES = st.lists(st.integers(-1, 6), min_size=0, max_size=6).map(
     st.data(),
 )
 def test_packed_rows_see_only_their_own_tokens(attention: str, prompts, rounds, data) -> None:
-    """Each round feeds every row its pending token plus a draft tree and keeps a random branch;
-    every row's logits match a fresh single-sequence cache of the same sequence and tree. The
-    second half of each prompt list shares the first one's prefix."""
+    """Each round feeds every row its pending tokens (a row's first: the part of its prompt it
+    does not share) plus a draft tree and keeps a random branch; every row's logits match a
+    fresh single-sequence cache of the same sequence and tree. Rows that join after the first
+    round extend the first row's prompt and hold its slots rather than new ones."""
     model = _small(attention)
-    prompts = prompts + [prompts[0][: len(prompts[0]) // 2 + 1] + p for p in prompts[1:]]
+    joining = [prompts[0][: len(prompts[0]) // 2 + 1] + p for p in prompts[1:]]
     cache = BatchCache(model, VOCAB)
     cache.slack = 0  # compact as soon as holes outnumber live slots
     cache.add([p[:-1] for p in prompts])
     sequences = [list(p) for p in prompts]
-    for parents, drop in rounds:
+    for index, (parents, drop) in enumerate(rounds):
+        if index == 1 and joining:
+            held = [cache.held(p[:-1]) for p in joining]
+            before = [list(slots) for slots in cache.slots]
+            cache.add([p[:-1] for p in joining])
+            for row, prompt, (shared, source) in zip(range(len(sequences), len(cache)), joining, held, strict=True):
+                assert shared >= min(len(prompts[0]) // 2 + 1, len(prompt) - 1)
+                assert cache.slots[row] == before[source][:shared] and cache.tokens[row] == prompt[:shared]
+            sequences += [list(p) for p in joining]
         feeds = []
         for row, sequence in enumerate(sequences):
             tokens = [(7 * row + 3 * i + 1) % (VOCAB - 1) + 1 for i in range(len(parents))]
@@ -219,7 +251,7 @@ def test_packed_rows_see_only_their_own_tokens(attention: str, prompts, rounds, 
             cache.keep(row, list(range(pending)) + [pending + n for n in path])
             sequence += [fed[pending + n] for n in path] + [5]
         if drop and len(sequences) > 1:
-            gone = drop % len(sequences)
+            gone = 1 + drop % (len(sequences) - 1)  # the first row stays: later rows share its prompt
             cache.retain([r for r in range(len(sequences)) if r != gone])
             del sequences[gone]
         cache.tidy()
