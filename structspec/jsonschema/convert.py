@@ -42,6 +42,15 @@ WHITESPACE = ("compact", "flexible")
 PROPERTY_ORDERS = ("schema", "any")
 
 
+def _dialect(schema: Any) -> Any:
+    """The validator class of the dialect ``schema`` names in ``$schema`` (2020-12 when it names
+    none or one ``jsonschema`` does not know)."""
+    if isinstance(schema, dict) and not isinstance(schema.get("$schema", ""), str):
+        message = "not a valid schema: '$schema' must be a string (the URI of a dialect)"
+        raise SchemaError(message, "/$schema", "$schema")
+    return jsonschema_lib.validators.validator_for(schema, default=jsonschema_lib.Draft202012Validator)
+
+
 class Converter:
     """One conversion: the document, the rules built so far and what was relaxed."""
 
@@ -71,9 +80,7 @@ class Converter:
             self.ws = self.builder.helper("ws", helpers.whitespace)
         self.expander = Expander(self)
         self.grounded = GroundedStrings(grounding)
-        cls = jsonschema_lib.validators.validator_for(schema, default=jsonschema_lib.Draft202012Validator)
-        self._validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
-        self._draft = jsonschema_lib.validators.validator_for(schema, default=jsonschema_lib.Draft202012Validator)
+        self._draft = _dialect(schema)
         fast = fast_validator_class(self._draft, KeySets())
         self._validator = fast(schema, format_checker=self._draft.FORMAT_CHECKER)
         self._node_validators: dict[int, Any] = {}

@@ -510,6 +510,8 @@ def test_counted_repetition_keeps_exact_lengths(low: int, high: int | None) -> N
         ({"properties": 5}, "/properties"),
         ({"properties": {"a/b": {"minimum": "3"}}}, "/properties/a~1b/minimum"),
         ({"$schema": "http://json-schema.org/draft-07/schema#", "required": "name"}, "/required"),
+        ({"$schema": 1000, "type": "string"}, "/$schema"),  # found by tools/fuzz.py: an AttributeError in jsonschema
+        ({"$schema": ["a"]}, "/$schema"),
     ],
 )
 @pytest.mark.parametrize("strict", [True, False])
