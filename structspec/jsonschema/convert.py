@@ -9,6 +9,7 @@ path; ``$ref`` targets are compiled once, which is how recursion of any depth is
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -110,7 +111,7 @@ class Converter:
                 validator = self._node_validators[node] = self._validator.evolve(schema=self._same_dialect(loc.node))
             try:
                 self._valid[key] = validator.is_valid(value)
-            except (RecursionError, referencing.exceptions.Unresolvable, TypeError) as exc:
+            except (RecursionError, referencing.exceptions.Unresolvable, TypeError, re.error) as exc:
                 raise SchemaError(f"cannot check values against this schema: {exc}", loc.pointer, "") from None
         return self._valid[key]
 

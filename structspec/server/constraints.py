@@ -149,9 +149,12 @@ class ConstraintCache:
                 param=param,
                 code="compile_timeout",
             ) from None
-        if isinstance(built, StructuralTag):
-            return CompiledTag(built, compile_grammar(built.grammar, self._vocabulary))
-        return compile_grammar(built, self._vocabulary)
+        grammar = built.grammar if isinstance(built, StructuralTag) else built
+        try:  # binding to the vocabulary: a token reference it does not spell (E109), tables past their limit
+            compiled = compile_grammar(grammar, self._vocabulary)
+        except GrammarError as exc:
+            raise grammar_error(exc, param) from None
+        return CompiledTag(built, compiled) if isinstance(built, StructuralTag) else compiled
 
 
 def _compiled_bytes(key: tuple[Any, ...], compiled: Entry) -> int:

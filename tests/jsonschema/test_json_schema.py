@@ -523,6 +523,14 @@ def test_malformed_schemas_are_refused_with_their_pointer(schema: dict, pointer:
     assert "not a valid schema" in str(info.value)
 
 
+def test_an_invalid_pattern_met_while_checking_values_is_a_schema_error() -> None:
+    # found by tools/fuzz.py --seed 6: re.error escaped from jsonschema while the converter checked a const
+    schema = {"if": {"patternProperties": {"[a": {"const": {}}}}, "then": {"const": {"x": 1}},
+              "else": {"type": "number"}}
+    with pytest.raises(SchemaError, match="unterminated character set"):
+        Grammar.from_json_schema(schema, strict=False)
+
+
 def test_repeated_enum_entries_are_harmless() -> None:
     grammar = Grammar.from_json_schema({"enum": ["a", "b", "a"]})
     assert grammar.matches('"a"') and grammar.matches('"b"') and not grammar.matches('"c"')

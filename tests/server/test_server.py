@@ -239,6 +239,16 @@ def test_bad_grammar_names_line_and_column(client: Any) -> None:
     assert error["code"].startswith("grammar_E")
 
 
+def test_token_reference_the_vocabulary_lacks_is_a_400_naming_line_and_column(client: Any) -> None:
+    # found by tools/fuzz.py --seed 6: the check happens when binding to the vocabulary, and gave a 500
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model=MODEL_ID, messages=MESSAGES,
+                                       extra_body={"grammar": 'root ::= "a"\n  | "b" <|no-such-token|>'})
+    error = caught.value.body
+    assert error["param"] == "grammar" and error["code"] == "grammar_E109"
+    assert error["message"].startswith("grammar 2:9:") and "<|no-such-token|>" in error["message"]
+
+
 @pytest.mark.parametrize(
     ("body", "fragments"),
     [
