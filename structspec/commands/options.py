@@ -107,19 +107,25 @@ def sampling_options(args: argparse.Namespace, max_new_tokens: int | None = None
 GENERATION_EXTRA = "running a language model needs torch and transformers: pip install 'structspec[generation]'"
 
 
-def load_generator(args: argparse.Namespace) -> Any:
-    """The :class:`structspec.Generator` the flags describe, loading with progress on stderr."""
+def require_generation() -> None:
+    """Check that the ``generation`` extra is installed (:class:`CommandError` naming it if not),
+    and quiet transformers: our own progress lines replace its progress bars and advisory warnings."""
     try:
         from transformers.utils import logging as transformers_logging
 
-        from structspec.generation import Generator
+        import structspec.generation  # noqa: F401
     except ImportError as exc:
         raise CommandError(f"{GENERATION_EXTRA} ({exc})") from None
-    from structspec.models import load
-
-    # Our own progress line replaces transformers' progress bars and advisory warnings.
     transformers_logging.disable_progress_bar()
     transformers_logging.set_verbosity_error()
+
+
+def load_generator(args: argparse.Namespace) -> Any:
+    """The :class:`structspec.Generator` the flags describe, loading with progress on stderr."""
+    require_generation()
+    from structspec.generation import Generator
+    from structspec.models import load
+
     target_name = args.model or "demo"
     draft_name = None if args.no_draft else args.draft_model or (None if args.model else "demo-draft")
     placement = {"device": args.device, "dtype": args.dtype}
