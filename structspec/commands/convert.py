@@ -15,11 +15,11 @@ of; their rules are given as automata and print as comments (docs/grounded.md).
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import warnings
 from typing import Any
 
+from structspec.commands.options import CommandError, import_model
 from structspec.errors import SchemaError, SchemaRelaxedWarning, StructspecError
 
 
@@ -61,6 +61,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Convert and print; returns the exit status."""
     from structspec.jsonschema import Grounding, schema_to_gbnf
+    from structspec.jsonschema.pydantic_models import model_schema
     from structspec.regex.convert import regex_to_gbnf
 
     try:
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         if args.regex is not None:
             text = regex_to_gbnf(args.regex)
         else:
-            schema = _load_model(args.pydantic) if args.pydantic else _load_schema(args.schema)
+            schema = model_schema(import_model(args.pydantic)) if args.pydantic else _load_schema(args.schema)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", SchemaRelaxedWarning)
                 text = schema_to_gbnf(
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         where = f"#{exc.pointer}" + (f" ({exc.keyword})" if exc.keyword else "")
         print(f"structspec: error: {where}: {exc.code} {exc.message}", file=sys.stderr)
         return 2
-    except (StructspecError, ValueError, TypeError, ImportError, OSError) as exc:
+    except (CommandError, StructspecError, ValueError, TypeError, ImportError, OSError) as exc:
         print(f"structspec: error: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(text)
@@ -98,17 +99,3 @@ def _load_schema(path: str) -> Any:
 
     raw = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
     return load_schema_text(raw)
-
-
-def _load_model(spec: str) -> Any:
-    from structspec.jsonschema.pydantic_models import model_schema
-
-    module_name, _, class_name = spec.partition(":")
-    if not module_name or not class_name:
-        raise ValueError(f"--pydantic expects MODULE:CLASS, got {spec!r}")
-    module = importlib.import_module(module_name)
-    try:
-        model = getattr(module, class_name)
-    except AttributeError:
-        raise ValueError(f"module {module_name!r} has no attribute {class_name!r}") from None
-    return model_schema(model)

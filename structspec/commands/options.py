@@ -1,4 +1,5 @@
-"""Flags and helpers shared by the generating sub-commands (``extract``, ``generate``, ``serve``).
+"""Flags and helpers shared by the sub-commands: the generating ones (``extract``, ``generate``,
+``serve``, ``batch``) and, for ``--pydantic``, ``convert``.
 
 ``--model`` / ``--draft-model`` take a local folder or a Hugging Face hub id; without
 ``--model`` the bundled demo model is used together with its bundled draft. Loading prints
@@ -8,7 +9,9 @@ progress on stderr (:mod:`structspec.commands.progress`).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -197,6 +200,29 @@ def read_json(path: str, what: str) -> Any:
         raise CommandError(f"{path}:{exc.lineno}:{exc.colno}: {what} is not valid JSON: {exc.msg}") from None
     except RecursionError:
         raise CommandError(f"{path}: {what} nests too deeply to parse") from None
+
+
+def import_model(spec: str) -> type:
+    """The Pydantic class named ``MODULE:CLASS`` (the current directory is importable)."""
+    from structspec.jsonschema.pydantic_models import model_schema
+
+    module_name, _, class_name = spec.partition(":")
+    if not module_name or not class_name:
+        raise CommandError(f"--pydantic expects MODULE:CLASS, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CommandError(f"--pydantic {spec}: cannot import {module_name!r}: {exc}") from None
+    model_class = getattr(module, class_name, None)
+    if model_class is None:
+        raise CommandError(f"--pydantic {spec}: module {module_name!r} has no attribute {class_name!r}")
+    try:
+        model_schema(model_class)
+    except (TypeError, ImportError) as exc:
+        raise CommandError(f"--pydantic {spec}: {exc}") from None
+    return model_class
 
 
 def print_stats(stats: Any) -> None:

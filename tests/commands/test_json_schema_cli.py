@@ -83,6 +83,21 @@ def test_regex_and_pydantic(
     sys.modules.pop("cli_models", None)
 
 
+def test_pydantic_module_in_the_current_directory_as_for_extract(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cwd_models.py").write_text("from pydantic import BaseModel\nclass Pet(BaseModel):\n    name: str\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "cwd_models", raising=False)
+    status, out, err = run(["--pydantic", "cwd_models:Pet"], capsys)
+    sys.modules.pop("cwd_models", None)
+    assert status == 0 and not err and Grammar.from_gbnf(out).matches('{"name":"Rex"}')
+    status, out, err = run(["--pydantic", "cwd_models:Cat"], capsys)
+    assert status == 2 and not out
+    assert err == "structspec: error: --pydantic cwd_models:Cat: module 'cwd_models' has no attribute 'Cat'\n"
+
+
 def test_grounded_schema_prints_the_given_rule_as_a_comment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     schema, source = tmp_path / "s.json", tmp_path / "doc.txt"
     schema.write_text(json.dumps({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}))
