@@ -15,7 +15,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from structspec.commands.options import CommandError, add_model_arguments, fail, read_json, require_generation
+from structspec.commands.options import (
+    CommandError,
+    add_model_arguments,
+    fail,
+    read_json,
+    require_generation,
+    schema_error,
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -116,8 +123,7 @@ def _check(path: str, schema: dict, source: str | None, grounded: bool) -> None:
     try:
         Grammar.from_json_schema(schema, source=source, grounded=grounded)
     except SchemaError as exc:
-        keyword = f" ({exc.keyword})" if exc.keyword else ""
-        raise CommandError(f"{path}#{exc.pointer}{keyword}: {exc.message}") from None
+        raise schema_error(path, exc) from None
 
 
 def _rows_here(settings: dict):

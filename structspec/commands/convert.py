@@ -19,7 +19,7 @@ import sys
 import warnings
 from typing import Any
 
-from structspec.commands.options import CommandError, import_model
+from structspec.commands.options import CommandError, fail, import_model, schema_error
 from structspec.errors import SchemaError, SchemaRelaxedWarning, StructspecError
 
 
@@ -84,9 +84,7 @@ def run(args: argparse.Namespace) -> int:
             for warning in caught:
                 print(f"structspec: warning: {warning.message}", file=sys.stderr)
     except SchemaError as exc:
-        where = f"#{exc.pointer}" + (f" ({exc.keyword})" if exc.keyword else "")
-        print(f"structspec: error: {where}: {exc.code} {exc.message}", file=sys.stderr)
-        return 2
+        return fail(schema_error("", exc))
     except (CommandError, StructspecError, ValueError, TypeError, ImportError, OSError) as exc:
         print(f"structspec: error: {exc}", file=sys.stderr)
         return 2

@@ -28,6 +28,7 @@ from structspec.commands.options import (
     read_json,
     read_text,
     run_generation,
+    schema_error,
 )
 from structspec.commands.progress import step
 from structspec.errors import SchemaError, StructspecError
@@ -127,5 +128,4 @@ def _grammar(schema: dict[str, Any], where: str, text: str, grounded: bool) -> A
         with step("compiling schema"):
             return Grammar.from_json_schema(schema, source=text, grounded=grounded)
     except SchemaError as exc:
-        keyword = f" ({exc.keyword})" if exc.keyword else ""
-        raise CommandError(f"{where}#{exc.pointer}{keyword}: {exc.code} {exc.message}") from None
+        raise schema_error(where, exc) from None

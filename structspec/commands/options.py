@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from structspec.commands.progress import step
+from structspec.errors import SchemaError
 from structspec.generation.sampling import MAX_SEED, MAX_TEMPERATURE, OptionError, Sampling, check
 
 
@@ -200,6 +201,13 @@ def read_json(path: str, what: str) -> Any:
         raise CommandError(f"{path}:{exc.lineno}:{exc.colno}: {what} is not valid JSON: {exc.msg}") from None
     except RecursionError:
         raise CommandError(f"{path}: {what} nests too deeply to parse") from None
+
+
+def schema_error(where: str, exc: SchemaError) -> CommandError:
+    """A :class:`~structspec.errors.SchemaError` in the schema from ``where`` (a file, a
+    ``MODULE:CLASS``, or ``""``), as ``where#pointer (keyword): CODE message``."""
+    keyword = f" ({exc.keyword})" if exc.keyword else ""
+    return CommandError(f"{where}#{exc.pointer}{keyword}: {exc.code} {exc.message}")
 
 
 def import_model(spec: str) -> type:
