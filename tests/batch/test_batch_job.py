@@ -124,6 +124,15 @@ def test_parquet_input(tmp_path: Path) -> None:
         (10, "Reach Al at al@example.com.", None), (11, None, "row 1: field 'body' is missing")]
 
 
+def test_a_line_that_is_not_json_is_located_where_it_breaks(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_bytes(b'{"id": "cut", "text": \n{"id": 2, "text": "ok"} x\r\n{"id": 3}\r\n')
+    assert [(r.id, r.problem) for r in read_records(tmp_path / "d.jsonl")] == [
+        (0, "line 1: not valid JSON (Expecting value at column 23)"),
+        (1, "line 2: not valid JSON (Extra data at column 25)"),
+        (3, "line 3: field 'text' is missing"),
+    ]
+
+
 def test_output_lines_holding_unicode_line_separators_are_read_back(tmp_path: Path) -> None:
     output = Output(tmp_path / "out.jsonl")
     assert output.write({"id": 1, "data": {"name": "a\u2028b\x85c"}})
