@@ -75,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
         schema = _schema(args.schema, args.grounded)
         try:
             records = read_records(args.input, args.text_field, args.id_field)
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            raise CommandError(f"cannot read input {args.input}: {exc.strerror or exc}") from None
+        except ValueError as exc:
             raise CommandError(str(exc)) from None
         if grounds(schema, args.grounded):  # each record's text is its own source: check over the first
             _check(args.schema, schema, next((r.text for r in records if r.problem is None), ""), args.grounded)

@@ -19,7 +19,7 @@ import sys
 import warnings
 from typing import Any
 
-from structspec.commands.options import CommandError, fail, import_model, schema_error
+from structspec.commands.options import CommandError, fail, import_model, read_text, schema_error
 from structspec.errors import SchemaError, SchemaRelaxedWarning, StructspecError
 
 
@@ -69,8 +69,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--grounded needs --source FILE, the text to ground strings in")
         grounding = None
         if args.source is not None:
-            with open(args.source, encoding="utf-8") as file:
-                grounding = Grounding(file.read(), every_string=args.grounded)
+            grounding = Grounding(read_text(args.source, "source"), every_string=args.grounded)
         if args.regex is not None:
             text = regex_to_gbnf(args.regex)
         else:
@@ -95,5 +94,4 @@ def run(args: argparse.Namespace) -> int:
 def _load_schema(path: str) -> Any:
     from structspec.jsonschema.convert import load_schema_text
 
-    raw = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
-    return load_schema_text(raw)
+    return load_schema_text(read_text(path, "schema"))

@@ -82,6 +82,10 @@ def test_bad_input_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixtu
         docs.write(json.dumps({"id": "d1", "text": "again"}) + "\n")
     assert _job(tmp_path) == 2
     assert "id 'd1' is used already by line 2" in capsys.readouterr().err
+    (tmp_path / "docs.jsonl").rename(tmp_path / "gone.jsonl")
+    assert _job(tmp_path) == 2
+    assert f"error: cannot read input {tmp_path / 'docs.jsonl'}: No such file or directory\n" in capsys.readouterr().err
+    (tmp_path / "gone.jsonl").rename(tmp_path / "docs.jsonl")
     (tmp_path / "schema.json").write_text('{"type": "object", "properties": {"a": {"type": "strin"}}}')
     assert _job(tmp_path) == 2
     assert "schema.json#/properties/a/type (type): S001 not a valid schema: " in capsys.readouterr().err  # as extract

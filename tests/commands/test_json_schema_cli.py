@@ -63,6 +63,17 @@ def test_bad_input_exits_2_without_traceback(args: list[str], message: str, caps
     assert message in err and "Traceback" not in err
 
 
+def test_unreadable_files_are_named_with_their_role(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "string"}')
+    status, out, err = run([str(schema), "--source", str(tmp_path / "gone.txt")], capsys)
+    assert (status, out) == (2, "")
+    assert err == f"structspec: error: cannot read source {tmp_path / 'gone.txt'}: No such file or directory\n"
+    status, out, err = run([str(tmp_path / "gone.json")], capsys)
+    assert (status, out) == (2, "")
+    assert err == f"structspec: error: cannot read schema {tmp_path / 'gone.json'}: No such file or directory\n"
+
+
 def test_regex_and_pydantic(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
