@@ -95,7 +95,7 @@ def test_the_core_needs_no_torch() -> None:
 
 CORE_SCRIPT = textwrap.dedent(
     """
-    import glob, importlib.abc, sys
+    import glob, importlib.abc, os, sys
 
     class Absent(importlib.abc.MetaPathFinder):
         # as on a machine where only the core dependencies are installed
@@ -114,16 +114,22 @@ CORE_SCRIPT = textwrap.dedent(
     assert Grammar.from_json_schema({{"type": "array", "items": {{"type": "integer"}}}}).matches("[1,2]")
     assert structspec.Grammar.from_regex("a+").matches("aaa")
     assert main(["extract", "--schema", "examples/invoice.schema.json", "--text", "examples/invoice.txt"]) == 2
+    out = {output!r}
+    assert main(["batch", "--schema", "examples/invoice.schema.json", "--input", {records!r}, "--output", out]) == 2
+    assert not os.path.exists(out)  # refused before the output file is made
     print("loaded:", sorted(name for name in sys.modules if name.split(".")[0] in {blocked!r}))
     """
 )
 
 
-def test_lint_and_convert_run_without_torch() -> None:
-    script = CORE_SCRIPT.format(blocked=sorted(MODEL_PACKAGES | {"fastapi", "starlette", "uvicorn"}))
+def test_lint_and_convert_run_without_torch(tmp_path: Path) -> None:
+    records = tmp_path / "docs.jsonl"
+    records.write_text('{"id": 1, "text": "Invoice INV-1"}\n')
+    script = CORE_SCRIPT.format(blocked=sorted(MODEL_PACKAGES | {"fastapi", "starlette", "uvicorn"}),
+                                records=str(records), output=str(tmp_path / "out.jsonl"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, env=env,
                           check=False)
     assert done.returncode == 0, done.stderr
     assert "loaded: []" in done.stdout
-    assert "structspec[generation]" in done.stderr  # extract says what to install
+    assert done.stderr.count("structspec[generation]") == 2  # extract and batch say what to install

@@ -47,7 +47,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
             if not line.strip():
                 continue
             try:
-                yield f"line {number}", json.loads(line)
+                yield f"line {number}", json.loads(line.rstrip("\r\n"))  # an error's column, not the line's end
             except json.JSONDecodeError as exc:
                 yield f"line {number}", ValueError(f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
 

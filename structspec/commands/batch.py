@@ -15,7 +15,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from structspec.commands.options import CommandError, add_model_arguments, fail, read_json
+from structspec.commands.options import (
+    CommandError,
+    add_model_arguments,
+    fail,
+    read_json,
+    require_generation,
+    schema_error,
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -68,20 +75,19 @@ def run(args: argparse.Namespace) -> int:
         schema = _schema(args.schema, args.grounded)
         try:
             records = read_records(args.input, args.text_field, args.id_field)
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            raise CommandError(f"cannot read input {args.input}: {exc.strerror or exc}") from None
+        except ValueError as exc:
             raise CommandError(str(exc)) from None
         if grounds(schema, args.grounded):  # each record's text is its own source: check over the first
             _check(args.schema, schema, next((r.text for r in records if r.problem is None), ""), args.grounded)
+        require_generation()  # before the output file is made
         try:
             output = Output(args.output)
         except (OSError, ValueError) as exc:
             raise CommandError(str(exc)) from None
     except CommandError as exc:
         return fail(exc)
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.disable_progress_bar()  # the job's own progress bar is enough
-    transformers_logging.set_verbosity_error()
     settings = {"schema": schema, "model": args.model, "draft_model": args.draft_model, "no_draft": args.no_draft,
                 "device": args.device, "dtype": args.dtype, "max_tokens": args.max_tokens,
                 "max_batch": args.max_batch, "speculative": args.speculative, "instructions": args.instructions,
@@ -119,8 +125,7 @@ def _check(path: str, schema: dict, source: str | None, grounded: bool) -> None:
     try:
         Grammar.from_json_schema(schema, source=source, grounded=grounded)
     except SchemaError as exc:
-        keyword = f" ({exc.keyword})" if exc.keyword else ""
-        raise CommandError(f"{path}#{exc.pointer}{keyword}: {exc.message}") from None
+        raise schema_error(path, exc) from None
 
 
 def _rows_here(settings: dict):

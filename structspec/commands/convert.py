@@ -15,11 +15,11 @@ of; their rules are given as automata and print as comments (docs/grounded.md).
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import warnings
 from typing import Any
 
+from structspec.commands.options import CommandError, fail, import_model, read_text, schema_error
 from structspec.errors import SchemaError, SchemaRelaxedWarning, StructspecError
 
 
@@ -61,6 +61,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Convert and print; returns the exit status."""
     from structspec.jsonschema import Grounding, schema_to_gbnf
+    from structspec.jsonschema.pydantic_models import model_schema
     from structspec.regex.convert import regex_to_gbnf
 
     try:
@@ -68,12 +69,11 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--grounded needs --source FILE, the text to ground strings in")
         grounding = None
         if args.source is not None:
-            with open(args.source, encoding="utf-8") as file:
-                grounding = Grounding(file.read(), every_string=args.grounded)
+            grounding = Grounding(read_text(args.source, "source"), every_string=args.grounded)
         if args.regex is not None:
             text = regex_to_gbnf(args.regex)
         else:
-            schema = _load_model(args.pydantic) if args.pydantic else _load_schema(args.schema)
+            schema = model_schema(import_model(args.pydantic)) if args.pydantic else _load_schema(args.schema)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", SchemaRelaxedWarning)
                 text = schema_to_gbnf(
@@ -83,10 +83,8 @@ def run(args: argparse.Namespace) -> int:
             for warning in caught:
                 print(f"structspec: warning: {warning.message}", file=sys.stderr)
     except SchemaError as exc:
-        where = f"#{exc.pointer}" + (f" ({exc.keyword})" if exc.keyword else "")
-        print(f"structspec: error: {where}: {exc.code} {exc.message}", file=sys.stderr)
-        return 2
-    except (StructspecError, ValueError, TypeError, ImportError, OSError) as exc:
+        return fail(schema_error("", exc))
+    except (CommandError, StructspecError, ValueError, TypeError, ImportError, OSError) as exc:
         print(f"structspec: error: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(text)
@@ -96,19 +94,4 @@ def run(args: argparse.Namespace) -> int:
 def _load_schema(path: str) -> Any:
     from structspec.jsonschema.convert import load_schema_text
 
-    raw = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
-    return load_schema_text(raw)
-
-
-def _load_model(spec: str) -> Any:
-    from structspec.jsonschema.pydantic_models import model_schema
-
-    module_name, _, class_name = spec.partition(":")
-    if not module_name or not class_name:
-        raise ValueError(f"--pydantic expects MODULE:CLASS, got {spec!r}")
-    module = importlib.import_module(module_name)
-    try:
-        model = getattr(module, class_name)
-    except AttributeError:
-        raise ValueError(f"module {module_name!r} has no attribute {class_name!r}") from None
-    return model_schema(model)
+    return load_schema_text(read_text(path, "schema"))

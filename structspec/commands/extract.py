@@ -12,9 +12,7 @@ adds speed and draft acceptance on stderr.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import os
 import sys
 from typing import Any
 
@@ -23,12 +21,14 @@ from structspec.commands.options import (
     add_model_arguments,
     add_sampling_arguments,
     fail,
+    import_model,
     load_generator,
     prepare,
     print_stats,
     read_json,
     read_text,
     run_generation,
+    schema_error,
 )
 from structspec.commands.progress import step
 from structspec.errors import SchemaError, StructspecError
@@ -128,28 +128,4 @@ def _grammar(schema: dict[str, Any], where: str, text: str, grounded: bool) -> A
         with step("compiling schema"):
             return Grammar.from_json_schema(schema, source=text, grounded=grounded)
     except SchemaError as exc:
-        keyword = f" ({exc.keyword})" if exc.keyword else ""
-        raise CommandError(f"{where}#{exc.pointer}{keyword}: {exc.code} {exc.message}") from None
-
-
-def import_model(spec: str) -> type:
-    """The Pydantic class named ``MODULE:CLASS`` (the current directory is importable)."""
-    from structspec.jsonschema.pydantic_models import model_schema
-
-    module_name, _, class_name = spec.partition(":")
-    if not module_name or not class_name:
-        raise CommandError(f"--pydantic expects MODULE:CLASS, got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CommandError(f"--pydantic {spec}: cannot import {module_name!r}: {exc}") from None
-    model_class = getattr(module, class_name, None)
-    if model_class is None:
-        raise CommandError(f"--pydantic {spec}: module {module_name!r} has no attribute {class_name!r}")
-    try:
-        model_schema(model_class)
-    except (TypeError, ImportError) as exc:
-        raise CommandError(f"--pydantic {spec}: {exc}") from None
-    return model_class
+        raise schema_error(where, exc) from None

@@ -1,4 +1,5 @@
-"""Flags and helpers shared by the generating sub-commands (``extract``, ``generate``, ``serve``).
+"""Flags and helpers shared by the sub-commands: the generating ones (``extract``, ``generate``,
+``serve``, ``batch``) and, for ``--pydantic``, ``convert``.
 
 ``--model`` / ``--draft-model`` take a local folder or a Hugging Face hub id; without
 ``--model`` the bundled demo model is used together with its bundled draft. Loading prints
@@ -8,7 +9,9 @@ progress on stderr (:mod:`structspec.commands.progress`).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from structspec.commands.progress import step
+from structspec.errors import SchemaError
 from structspec.generation.sampling import MAX_SEED, MAX_TEMPERATURE, OptionError, Sampling, check
 
 
@@ -107,19 +111,25 @@ def sampling_options(args: argparse.Namespace, max_new_tokens: int | None = None
 GENERATION_EXTRA = "running a language model needs torch and transformers: pip install 'structspec[generation]'"
 
 
-def load_generator(args: argparse.Namespace) -> Any:
-    """The :class:`structspec.Generator` the flags describe, loading with progress on stderr."""
+def require_generation() -> None:
+    """Check that the ``generation`` extra is installed (:class:`CommandError` naming it if not),
+    and quiet transformers: our own progress lines replace its progress bars and advisory warnings."""
     try:
         from transformers.utils import logging as transformers_logging
 
-        from structspec.generation import Generator
+        import structspec.generation  # noqa: F401
     except ImportError as exc:
         raise CommandError(f"{GENERATION_EXTRA} ({exc})") from None
-    from structspec.models import load
-
-    # Our own progress line replaces transformers' progress bars and advisory warnings.
     transformers_logging.disable_progress_bar()
     transformers_logging.set_verbosity_error()
+
+
+def load_generator(args: argparse.Namespace) -> Any:
+    """The :class:`structspec.Generator` the flags describe, loading with progress on stderr."""
+    require_generation()
+    from structspec.generation import Generator
+    from structspec.models import load
+
     target_name = args.model or "demo"
     draft_name = None if args.no_draft else args.draft_model or (None if args.model else "demo-draft")
     placement = {"device": args.device, "dtype": args.dtype}
@@ -191,6 +201,36 @@ def read_json(path: str, what: str) -> Any:
         raise CommandError(f"{path}:{exc.lineno}:{exc.colno}: {what} is not valid JSON: {exc.msg}") from None
     except RecursionError:
         raise CommandError(f"{path}: {what} nests too deeply to parse") from None
+
+
+def schema_error(where: str, exc: SchemaError) -> CommandError:
+    """A :class:`~structspec.errors.SchemaError` in the schema from ``where`` (a file, a
+    ``MODULE:CLASS``, or ``""``), as ``where#pointer (keyword): CODE message``."""
+    keyword = f" ({exc.keyword})" if exc.keyword else ""
+    return CommandError(f"{where}#{exc.pointer}{keyword}: {exc.code} {exc.message}")
+
+
+def import_model(spec: str) -> type:
+    """The Pydantic class named ``MODULE:CLASS`` (the current directory is importable)."""
+    from structspec.jsonschema.pydantic_models import model_schema
+
+    module_name, _, class_name = spec.partition(":")
+    if not module_name or not class_name:
+        raise CommandError(f"--pydantic expects MODULE:CLASS, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CommandError(f"--pydantic {spec}: cannot import {module_name!r}: {exc}") from None
+    model_class = getattr(module, class_name, None)
+    if model_class is None:
+        raise CommandError(f"--pydantic {spec}: module {module_name!r} has no attribute {class_name!r}")
+    try:
+        model_schema(model_class)
+    except (TypeError, ImportError) as exc:
+        raise CommandError(f"--pydantic {spec}: {exc}") from None
+    return model_class
 
 
 def print_stats(stats: Any) -> None:

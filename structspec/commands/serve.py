@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from structspec.commands.options import (
     CommandError,
@@ -24,6 +25,7 @@ from structspec.commands.options import (
     sampling_options,
     speculative_config,
 )
+from structspec.generation.sampling import OptionError
 
 SERVER_EXTRA = "structspec serve needs FastAPI and uvicorn: pip install 'structspec[server]'"
 
@@ -92,24 +94,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"structspec: error: {SERVER_EXTRA}", file=sys.stderr)
         return 2
     from structspec.server.engine import Engine
-    from structspec.server.limits import Limits
 
     try:
-        limits = Limits(
-            max_body_bytes=args.max_body_bytes,
-            max_schema_bytes=args.max_schema_bytes,
-            max_schema_depth=args.max_schema_depth,
-            max_grammar_bytes=args.max_grammar_bytes,
-            max_tokens=args.max_tokens,
-            default_max_tokens=args.default_max_tokens or min(Limits.default_max_tokens, args.max_tokens),
-            max_queue=args.max_queue,
-            max_batch=args.max_batch,
-            cache_size=args.cache_size,
-            cache_bytes=args.cache_bytes,
-            compile_timeout=args.compile_timeout,
-            compile_processes=args.compile_processes,
-            compile_process_bytes=args.compile_process_bytes,
-        )
+        limits = _limits(args)
         defaults = sampling_options(args, max_new_tokens=limits.default_max_tokens)
         generator = load_generator(args)
     except (CommandError, ValueError) as exc:
@@ -121,3 +108,29 @@ def run(args: argparse.Namespace) -> int:
     print(f"structspec: serving {model_id} on http://{args.host}:{args.port}/v1", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def _limits(args: argparse.Namespace) -> Any:
+    """The :class:`~structspec.server.limits.Limits` the flags set; a bad one is a
+    :class:`CommandError` naming its flag."""
+    from structspec.server.limits import Limits
+
+    try:
+        return Limits(
+            max_body_bytes=args.max_body_bytes,
+            max_schema_bytes=args.max_schema_bytes,
+            max_schema_depth=args.max_schema_depth,
+            max_grammar_bytes=args.max_grammar_bytes,
+            max_tokens=args.max_tokens,
+            default_max_tokens=(min(Limits.default_max_tokens, args.max_tokens) if args.default_max_tokens is None
+                                else args.default_max_tokens),
+            max_queue=args.max_queue,
+            max_batch=args.max_batch,
+            cache_size=args.cache_size,
+            cache_bytes=args.cache_bytes,
+            compile_timeout=args.compile_timeout,
+            compile_processes=args.compile_processes,
+            compile_process_bytes=args.compile_process_bytes,
+        )
+    except OptionError as exc:  # every limit has the flag of its name
+        raise CommandError(f"argument --{exc.field.replace('_', '-')}: {exc.problem}") from None

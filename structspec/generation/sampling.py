@@ -30,11 +30,11 @@ MAX_SEED = 2**64 - 1
 
 
 class OptionError(StructspecError, ValueError):
-    """A sampling option out of range.
+    """A sampling option (or a server limit, :class:`structspec.server.limits.Limits`) out of range.
 
     Attributes:
-        field: the option's name in :class:`Sampling` (front ends report it under their own
-            name: ``--max-tokens``, ``max_tokens``, ...).
+        field: the option's name in :class:`Sampling` or ``Limits`` (front ends report it under
+            their own name: ``--max-tokens``, ``max_tokens``, ...).
         problem: what is wrong, without the name (``must be at least 1, got 0``).
     """
 

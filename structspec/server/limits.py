@@ -8,6 +8,7 @@ from typing import Any
 
 from structspec.budget import MAX_NESTING
 from structspec.errors import SchemaError
+from structspec.generation.sampling import OptionError
 from structspec.jsonschema.limits import schema_depth
 from structspec.server.errors import APIError
 
@@ -53,16 +54,17 @@ class Limits:
     compile_process_bytes: int = 256 << 20
 
     def __post_init__(self) -> None:
+        """Raises :class:`~structspec.generation.sampling.OptionError` naming the limit out of range."""
         for name, value in vars(self).items():
-            if not value >= (0.001 if isinstance(value, float) else 1):  # NaN fails too
-                raise ValueError(f"limit {name} must be at least {'0.001' if isinstance(value, float) else 1}, "
-                                 f"got {value}")
+            least = 0.001 if isinstance(value, float) else 1
+            if not value >= least:  # NaN fails too
+                raise OptionError(name, f"must be at least {least}, got {value}")
         if self.max_schema_depth > MAX_NESTING:
-            raise ValueError(
-                f"max_schema_depth ({self.max_schema_depth}) exceeds the converter's nesting limit of {MAX_NESTING}"
-            )
+            raise OptionError("max_schema_depth", f"must be at most the converter's nesting limit of {MAX_NESTING}, "
+                              f"got {self.max_schema_depth}")
         if self.default_max_tokens > self.max_tokens:
-            raise ValueError(f"default_max_tokens ({self.default_max_tokens}) exceeds max_tokens ({self.max_tokens})")
+            raise OptionError("default_max_tokens", f"must not exceed the most a request may ask for "
+                              f"({self.max_tokens}), got {self.default_max_tokens}")
 
     def check_schema(self, schema: Any, param: str) -> str:
         """The schema's canonical JSON text, after checking its size and depth."""

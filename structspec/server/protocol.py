@@ -40,7 +40,8 @@ class Unsupported:
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # strict: a value of another JSON type is refused, not converted ("5" is no integer, "yes" no boolean)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     UNSUPPORTED: ClassVar[dict[str, Unsupported]] = {}
     """Known fields that are refused unless sent with a value that leaves them off."""

@@ -82,9 +82,13 @@ def test_bad_input_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixtu
         docs.write(json.dumps({"id": "d1", "text": "again"}) + "\n")
     assert _job(tmp_path) == 2
     assert "id 'd1' is used already by line 2" in capsys.readouterr().err
+    (tmp_path / "docs.jsonl").rename(tmp_path / "gone.jsonl")
+    assert _job(tmp_path) == 2
+    assert f"error: cannot read input {tmp_path / 'docs.jsonl'}: No such file or directory\n" in capsys.readouterr().err
+    (tmp_path / "gone.jsonl").rename(tmp_path / "docs.jsonl")
     (tmp_path / "schema.json").write_text('{"type": "object", "properties": {"a": {"type": "strin"}}}')
     assert _job(tmp_path) == 2
-    assert "schema.json#/properties/a" in capsys.readouterr().err
+    assert "schema.json#/properties/a/type (type): S001 not a valid schema: " in capsys.readouterr().err  # as extract
     assert not (tmp_path / "out.jsonl").exists() or not _lines(tmp_path / "out.jsonl")
 
 
@@ -122,6 +126,15 @@ def test_parquet_input(tmp_path: Path) -> None:
     records = read_records(tmp_path / "d.parquet", text_field="body", id_field="key")
     assert [(r.id, r.text, r.problem) for r in records] == [
         (10, "Reach Al at al@example.com.", None), (11, None, "row 1: field 'body' is missing")]
+
+
+def test_a_line_that_is_not_json_is_located_where_it_breaks(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_bytes(b'{"id": "cut", "text": \n{"id": 2, "text": "ok"} x\r\n{"id": 3}\r\n')
+    assert [(r.id, r.problem) for r in read_records(tmp_path / "d.jsonl")] == [
+        (0, "line 1: not valid JSON (Expecting value at column 23)"),
+        (1, "line 2: not valid JSON (Extra data at column 25)"),
+        (3, "line 3: field 'text' is missing"),
+    ]
 
 
 def test_output_lines_holding_unicode_line_separators_are_read_back(tmp_path: Path) -> None:

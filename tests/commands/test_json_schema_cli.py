@@ -63,6 +63,17 @@ def test_bad_input_exits_2_without_traceback(args: list[str], message: str, caps
     assert message in err and "Traceback" not in err
 
 
+def test_unreadable_files_are_named_with_their_role(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "string"}')
+    status, out, err = run([str(schema), "--source", str(tmp_path / "gone.txt")], capsys)
+    assert (status, out) == (2, "")
+    assert err == f"structspec: error: cannot read source {tmp_path / 'gone.txt'}: No such file or directory\n"
+    status, out, err = run([str(tmp_path / "gone.json")], capsys)
+    assert (status, out) == (2, "")
+    assert err == f"structspec: error: cannot read schema {tmp_path / 'gone.json'}: No such file or directory\n"
+
+
 def test_regex_and_pydantic(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -81,6 +92,21 @@ def test_regex_and_pydantic(
     status, out, _ = run(["--pydantic", "cli_models:Item"], capsys)
     assert status == 0 and Grammar.from_gbnf(out).matches('{"name":"x","count":2}')
     sys.modules.pop("cli_models", None)
+
+
+def test_pydantic_module_in_the_current_directory_as_for_extract(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cwd_models.py").write_text("from pydantic import BaseModel\nclass Pet(BaseModel):\n    name: str\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "cwd_models", raising=False)
+    status, out, err = run(["--pydantic", "cwd_models:Pet"], capsys)
+    sys.modules.pop("cwd_models", None)
+    assert status == 0 and not err and Grammar.from_gbnf(out).matches('{"name":"Rex"}')
+    status, out, err = run(["--pydantic", "cwd_models:Cat"], capsys)
+    assert status == 2 and not out
+    assert err == "structspec: error: --pydantic cwd_models:Cat: module 'cwd_models' has no attribute 'Cat'\n"
 
 
 def test_grounded_schema_prints_the_given_rule_as_a_comment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -53,3 +53,25 @@ def test_non_finite_numbers_are_an_invalid_schema() -> None:
     with pytest.raises(APIError) as caught:  # the converter's OverflowError became an HTTP 500 before
         Limits().check_schema({"type": "number", "maximum": float("inf")}, "schema")
     assert caught.value.code == "invalid_schema" and "#/maximum" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--max-tokens", "0"], "argument --max-tokens: must be at least 1, got 0"),
+        (["--default-max-tokens", "0"], "argument --default-max-tokens: must be at least 1, got 0"),
+        (["--default-max-tokens", "4000"],
+         "argument --default-max-tokens: must not exceed the most a request may ask for (2048), got 4000"),
+        (["--max-schema-depth", "100"],
+         f"argument --max-schema-depth: must be at most the converter's nesting limit of {MAX_NESTING}, got 100"),
+        (["--compile-timeout", "0"], "argument --compile-timeout: must be at least 0.001, got 0.0"),
+    ],
+)
+def test_serve_names_a_bad_limit_by_its_flag(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("uvicorn", reason="the server extra is not installed")
+    from structspec.cli import main
+
+    assert main(["serve", *flags]) == 2  # refused before the model loads
+    assert capsys.readouterr().err == f"structspec: error: {message}\n"
