@@ -18,6 +18,7 @@ import sys
 from structspec.commands.options import (
     CommandError,
     add_model_arguments,
+    check_placement,
     fail,
     read_json,
     require_generation,
@@ -81,7 +82,10 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(str(exc)) from None
         if grounds(schema, args.grounded):  # each record's text is its own source: check over the first
             _check(args.schema, schema, next((r.text for r in records if r.problem is None), ""), args.grounded)
-        require_generation()  # before the output file is made
+        if args.ray:  # the device is the actors' to check: the cluster's machines may differ from this one
+            require_generation()
+        else:
+            check_placement(args)  # before the output file is made
         try:
             output = Output(args.output)
         except (OSError, ValueError) as exc:

@@ -124,6 +124,17 @@ def require_generation() -> None:
     transformers_logging.set_verbosity_error()
 
 
+def check_placement(args: argparse.Namespace) -> None:
+    """Refuse a ``--device`` or ``--dtype`` this machine cannot give, before any work starts."""
+    require_generation()
+    from structspec.models import resolve_device, resolve_dtype
+
+    try:
+        resolve_dtype(args.dtype, resolve_device(args.device))
+    except ValueError as exc:
+        raise CommandError(_first_line(exc)) from None
+
+
 def load_generator(args: argparse.Namespace) -> Any:
     """The :class:`structspec.Generator` the flags describe, loading with progress on stderr."""
     require_generation()

@@ -55,7 +55,7 @@ def python_pattern(pattern: str) -> re.Pattern[str]:
     except re.error as exc:
         pos = exc.pos if exc.pos is not None else 0
         raise RegexError(
-            f"pattern is not valid for Python's re (used by jsonschema): {exc.msg}", pattern, pos
+            f"pattern is not valid for Python's re: {exc.msg}", pattern, pos
         ) from None
     except OverflowError:
         counts = re.finditer(r"\{([0-9]+)(?:,([0-9]*))?\}", pattern)

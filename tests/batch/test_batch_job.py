@@ -118,6 +118,17 @@ def test_ray_missing_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFix
     assert "structspec: error: --ray needs Ray Data: pip install 'structspec[ray]'" in capsys.readouterr().err
 
 
+def test_a_device_this_machine_lacks_is_refused_before_the_output_file_is_made(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    _docs(tmp_path, 2)
+    assert _job(tmp_path, "--device", "cuda") == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_parquet_input(tmp_path: Path) -> None:
     pa = pytest.importorskip("pyarrow", reason="reading Parquet needs pyarrow")
     import pyarrow.parquet as pq
