@@ -32,6 +32,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from structspec.gcpause import paused_collection
 from structspec.server.collector import settle
 
 _UNPICKLE_LOCK = threading.Lock()  # one unpickling at a time: the collector is paused process-wide meanwhile
@@ -122,16 +123,13 @@ class _Child:
             raise CompileTimeout(f"compilation took longer than {timeout:g} s")
         with _UNPICKLE_LOCK:
             settle()  # what exists now, collected and frozen: the next freeze takes only the result
-            paused = gc.isenabled()
-            gc.disable()
-            try:
-                return self._conn.recv()
-            except EOFError:
-                raise RuntimeError(f"the compile process died (exit code {self._process.exitcode})") from None
-            finally:
-                gc.freeze()
-                if paused:
-                    gc.enable()
+            with paused_collection():
+                try:
+                    return self._conn.recv()
+                except EOFError:
+                    raise RuntimeError(f"the compile process died (exit code {self._process.exitcode})") from None
+                finally:
+                    gc.freeze()
 
     def stop(self) -> None:
         self._process.kill()
