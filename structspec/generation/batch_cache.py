@@ -5,13 +5,14 @@ tokens fill its columns ``0 .. len(tokens[r]) - 1`` in sequence order, so a toke
 its position. A step feeds every row's tokens one after the other as a single sequence (no
 padding) through the model's linear layers, giving each fed token its row's position for it
 (the row's length plus its depth in the row's draft tree). Each layer writes the fed tokens'
-keys and values into their rows after the cached ones (:class:`_RowLayer`), and attention runs
-row by row (:func:`_row_attention`): the fed queries are gathered into one padded block of
-rows, and each row attends to its own columns only -- its cached tokens, then its ancestors
-among its fed tokens. A feed much longer than the others (a prompt fed with its row's first
-round) is attended on its own, so the other rows are not padded to its length. Afterwards each
-row keeps the fed tokens it accepted (moved into place when its draft tree took a branch off
-the main line); the next step overwrites the rest.
+keys and values into their rows after the cached ones (:func:`_row_layer`), and attention runs
+per row (:func:`_row_attention`): each row's fed tokens attend to its own columns only -- its
+cached tokens, then their ancestors among its fed tokens. On a CPU every row is attended on its
+own; on an accelerator the rows' queries form one padded block, less any feed much longer than
+the others (a prompt fed with its row's first round), attended on its own so that the others
+are not padded to its length. Afterwards each row keeps the fed tokens it accepted (moved into
+place when its draft tree took a branch off the main line); the next step overwrites the rest.
+A row that leaves frees its cache row for the next one to join; nothing else moves.
 
 Rows that share a prompt prefix: a joining row starts out holding the longest prefix of its
 prompt that any row holds, copied from that row's columns, so prompts with the same
@@ -102,6 +103,7 @@ class BatchCache:
         self.cache = DynamicCache(config=model.config)
         self.cache.layers = [_row_layer()() for _ in self.cache.layers]
         self.tokens: list[list[int]] = []  # each row's cached tokens
+        self.places: list[int] = []  # each row's row in the cache layers (a leaving row's is reused)
         self._cache_arg = "cache" if _takes(type(model), "cache") else "past_key_values"
         self._keep_arg = _takes(type(model), "logits_to_keep")
         self._fed: list[tuple[int, list[int]]] = []  # the last forward's tokens, and the row's length before
@@ -117,10 +119,11 @@ class BatchCache:
         row's first :meth:`logits`, in the same forward as the other rows' tokens."""
         for prefix in prefixes:
             shared, source = self.held(prefix)
-            row = len(self.tokens)
+            place = min(set(range(len(self.places) + 1)) - set(self.places))
             self.tokens.append(list(prefix[:shared]))
+            self.places.append(place)
             for layer in self._layers():
-                layer.copy_prefix(source, row, shared)
+                layer.copy_prefix(self.places[source], place, shared)
 
     def held(self, tokens: list[int]) -> tuple[int, int]:
         """The length of the longest prefix of ``tokens`` that a row holds, and that row (-1: none)."""
@@ -150,7 +153,7 @@ class BatchCache:
             ids[at : at + n] = tokens
             seen.append(np.zeros((n, n), dtype=np.bool_))
             positions[at : at + n] = length + _ancestry(parents, seen[-1])
-            rows[at : at + n] = row
+            rows[at : at + n] = self.places[row]
             self._fed.append((length, tokens))
             at += n
         layout = self._layout(rows, seen)
@@ -179,55 +182,56 @@ class BatchCache:
         if kept != list(range(len(kept))):
             source = torch.tensor([length + i for i in kept], device=self.device)
             for layer in self._layers():
-                layer.move(row, source, length)
+                layer.move(self.places[row], source, length)
         self.tokens[row] += [fed[i] for i in kept]
 
     def retain(self, rows: list[int]) -> None:
-        """Keep only ``rows``, in that order."""
+        """Keep only ``rows``, in that order (nothing moves: the others' cache rows go to rows
+        that join later)."""
         self.tokens = [self.tokens[row] for row in rows]
-        if rows != list(range(len(rows))):
-            index = torch.tensor(rows, dtype=torch.long, device=self.device)
-            for layer in self._layers():
-                layer.select(index)
+        self.places = [self.places[row] for row in rows]
 
     def _layers(self) -> Iterator:
         """The cache layers that hold entries (none before the first forward)."""
         return (layer for layer in self.cache.layers if layer.is_initialized)
 
     def _layout(self, rows: np.ndarray, seen: list[np.ndarray]) -> _Layout:
-        """The step's :class:`_Layout`. Row ``r``'s fed tokens go to its columns after its cached
-        ones, in feed order; ``seen[r][i, j]``: its fed token ``i`` sees its fed token ``j``."""
+        """The step's :class:`_Layout`: fed token ``i`` goes to cache row ``rows[i]``. Row ``r``'s
+        fed tokens go to its columns after its cached ones, in feed order; ``seen[r][i, j]``:
+        its fed token ``i`` sees its fed token ``j``. Cache rows no row holds now are padding."""
         lengths = [len(tokens) for tokens in self.tokens]
         fed = [len(s) for s in seen]
         starts = np.cumsum([0, *fed[:-1]])
         columns = np.concatenate([np.arange(length, length + n) for length, n in zip(lengths, fed, strict=True)])
         alone = _attended_alone(fed, self.alone_gain)
         together = [r for r in range(len(fed)) if r not in alone]
+        height = max(self.places) + 1
         groups: list[_Group] = []
         back = np.zeros(len(rows), dtype=np.int64)
         offset = 0
-        for members, span in ([together, slice(0, len(fed))], *(([r], slice(r, r + 1)) for r in alone)):
+        spans = [(together, slice(0, height))] + [([r], slice(self.places[r], self.places[r] + 1)) for r in alone]
+        for members, span in spans:
             if not members:
                 continue
             depth = max(fed[r] for r in members)
             width = max(lengths[r] + fed[r] for r in members)
-            height = span.stop - span.start
-            queries = np.zeros((height, depth), dtype=np.int64)
-            allowed = np.zeros((height, depth, width), dtype=np.bool_)
+            rows_in = span.stop - span.start
+            queries = np.zeros((rows_in, depth), dtype=np.int64)
+            allowed = np.zeros((rows_in, depth, width), dtype=np.bool_)
             allowed[:, :, 0] = True  # padding sees column 0 (a row's first token, cached or fed)
             for r in members:
-                at, n, length = span.start, fed[r], lengths[r]
-                queries[r - at, :n] = starts[r] + np.arange(n)
-                allowed[r - at, :n, :length] = True
-                allowed[r - at, :n, length : length + n] = seen[r]
-                back[starts[r] : starts[r] + n] = offset + (r - at) * depth + np.arange(n)
-            offset += height * depth
+                at, n, length = self.places[r] - span.start, fed[r], lengths[r]
+                queries[at, :n] = starts[r] + np.arange(n)
+                allowed[at, :n, :length] = True
+                allowed[at, :n, length : length + n] = seen[r]
+                back[starts[r] : starts[r] + n] = offset + at * depth + np.arange(n)
+            offset += rows_in * depth
             mask = torch.zeros(allowed.shape, dtype=self._dtype)
             mask.masked_fill_(torch.from_numpy(~allowed), torch.finfo(self._dtype).min)
             groups.append(_Group(span, depth, width, torch.from_numpy(queries.reshape(-1)).to(self.device),
                                  mask[:, None].to(self.device)))
         return _Layout(torch.from_numpy(rows).to(self.device), torch.from_numpy(columns).to(self.device),
-                       len(fed), max(length + n for length, n in zip(lengths, fed, strict=True)), groups,
+                       height, max(length + n for length, n in zip(lengths, fed, strict=True)), groups,
                        torch.from_numpy(back).to(self.device))
 
 
@@ -360,10 +364,6 @@ def _row_layer() -> type:
             end = to + len(source)
             self.keys[row, :, to:end] = self.keys[row].index_select(1, source)
             self.values[row, :, to:end] = self.values[row].index_select(1, source)
-
-        def select(self, rows: torch.Tensor) -> None:
-            """Keep only ``rows``, in that order."""
-            self.keys, self.values = self.keys.index_select(0, rows), self.values.index_select(0, rows)
 
         def _reserve(self, rows: int, columns: int) -> None:
             have_rows, _, have_columns, _ = self.keys.shape

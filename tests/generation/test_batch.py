@@ -233,7 +233,8 @@ def test_rows_see_only_their_own_tokens(attention: str, alone_gain: int, prompts
             for row, prompt, (shared, source) in zip(range(len(sequences), len(cache)), joining, held, strict=True):
                 assert shared >= min(len(prompts[0]) // 2 + 1, len(prompt) - 1) and cache.tokens[row] == prompt[:shared]
                 for layer in cache.cache.layers:
-                    assert torch.equal(layer.keys[row, :, :shared], layer.keys[source, :, :shared])
+                    place, held_at = cache.places[row], cache.places[source]
+                    assert torch.equal(layer.keys[place, :, :shared], layer.keys[held_at, :, :shared])
             sequences += [list(p) for p in joining]
         feeds = []
         for row, sequence in enumerate(sequences):
