@@ -55,6 +55,11 @@ tokens; parents come first), and how many logits rows it needs (those of its las
 LAYOUT = "structspec_rows"
 """The keyword that carries a step's :class:`_Layout` through the model to its attention."""
 
+KEPT_ROWS = 2
+"""Cache rows kept after their sequences leave (the latest), for the prompts that join later to
+share: a server's next request under the same instructions and schema, one after the other,
+copies their entries instead of computing them again."""
+
 ALONE_GAIN = 64
 """On an accelerator, the padded query positions that attending a long feed on its own must
 save the other rows before it is split off (an attention call more per layer against padding
@@ -104,6 +109,7 @@ class BatchCache:
         self.cache.layers = [_row_layer()() for _ in self.cache.layers]
         self.tokens: list[list[int]] = []  # each row's cached tokens
         self.places: list[int] = []  # each row's row in the cache layers (a leaving row's is reused)
+        self.kept: list[tuple[list[int], int]] = []  # rows that left, kept to share: tokens and place
         self._cache_arg = "cache" if _takes(type(model), "cache") else "past_key_values"
         self._keep_arg = _takes(type(model), "logits_to_keep")
         self._fed: list[tuple[int, list[int]]] = []  # the last forward's tokens, and the row's length before
@@ -119,19 +125,21 @@ class BatchCache:
         row's first :meth:`logits`, in the same forward as the other rows' tokens."""
         for prefix in prefixes:
             shared, source = self.held(prefix)
-            place = min(set(range(len(self.places) + 1)) - set(self.places))
+            taken = set(self.places) | {place for _, place in self.kept}
+            place = min(set(range(len(taken) + 1)) - taken)
             self.tokens.append(list(prefix[:shared]))
             self.places.append(place)
             for layer in self._layers():
-                layer.copy_prefix(self.places[source], place, shared)
+                layer.copy_prefix(source, place, shared)
 
     def held(self, tokens: list[int]) -> tuple[int, int]:
-        """The length of the longest prefix of ``tokens`` that a row holds, and that row (-1: none)."""
+        """The length of the longest prefix of ``tokens`` that a row holds (or a row that left
+        and is kept, see :data:`KEPT_ROWS`), and that row's place in the cache (-1: none)."""
         shared, source = 0, -1
-        for row, cached in enumerate(self.tokens):
+        for cached, place in [*zip(self.tokens, self.places, strict=True), *self.kept]:
             n = common_prefix(cached, tokens, len(tokens))
             if n > shared:
-                shared, source = n, row
+                shared, source = n, place
         return shared, source
 
     def logits(self, feeds: list[Feed]) -> list[torch.Tensor]:
@@ -186,8 +194,12 @@ class BatchCache:
         self.tokens[row] += [fed[i] for i in kept]
 
     def retain(self, rows: list[int]) -> None:
-        """Keep only ``rows``, in that order (nothing moves: the others' cache rows go to rows
-        that join later)."""
+        """Keep only ``rows``, in that order (nothing moves). The latest :data:`KEPT_ROWS` rows
+        to leave stay in the cache for later rows to share; the others' cache rows go to rows
+        that join later."""
+        staying = set(rows)
+        self.kept += [(self.tokens[row], self.places[row]) for row in range(len(self.tokens)) if row not in staying]
+        del self.kept[: max(0, len(self.kept) - KEPT_ROWS)]
         self.tokens = [self.tokens[row] for row in rows]
         self.places = [self.places[row] for row in rows]
 

@@ -23,7 +23,7 @@ from tiny_models import one_thread, tiny_llama, tokenizer
 
 from structspec.generation import Generator, SpecConfig
 from structspec.generation.batch import WAIT_FOR_PREFIX
-from structspec.generation.batch_cache import ALONE_GAIN, BatchCache
+from structspec.generation.batch_cache import ALONE_GAIN, KEPT_ROWS, BatchCache
 from structspec.generation.cache import CachedModel, common_prefix
 from structspec.generation.sequence import Request
 
@@ -233,8 +233,8 @@ def test_rows_see_only_their_own_tokens(attention: str, alone_gain: int, prompts
             for row, prompt, (shared, source) in zip(range(len(sequences), len(cache)), joining, held, strict=True):
                 assert shared >= min(len(prompts[0]) // 2 + 1, len(prompt) - 1) and cache.tokens[row] == prompt[:shared]
                 for layer in cache.cache.layers:
-                    place, held_at = cache.places[row], cache.places[source]
-                    assert torch.equal(layer.keys[place, :, :shared], layer.keys[held_at, :, :shared])
+                    place = cache.places[row]
+                    assert torch.equal(layer.keys[place, :, :shared], layer.keys[source, :, :shared])
             sequences += [list(p) for p in joining]
         feeds = []
         for row, sequence in enumerate(sequences):
@@ -258,3 +258,35 @@ def test_rows_see_only_their_own_tokens(attention: str, alone_gain: int, prompts
             gone = 1 + drop % (len(sequences) - 1)  # the first row stays: later rows share its prompt
             cache.retain([r for r in range(len(sequences)) if r != gone])
             del sequences[gone]
+
+
+def test_rows_that_left_are_kept_for_later_prompts_to_share() -> None:
+    """A row that leaves stays in the cache (the latest KEPT_ROWS of them): a prompt joining
+    later starts out holding the prefix it shares with it, and its logits are those of a fresh
+    single-sequence cache."""
+    model = _small("sdpa")
+    cache = BatchCache(model, VOCAB)
+
+    def fed(tokens: list[int]) -> tuple[list[int], list[int], int]:
+        return tokens, list(range(-1, len(tokens) - 1)), 1
+
+    first = [3, 1, 4, 1, 5, 9, 2, 6]
+    cache.add([first])
+    cache.logits([fed(first)])
+    cache.keep(0, list(range(len(first))))
+    cache.retain([])
+    assert len(cache) == 0 and [tokens for tokens, _ in cache.kept] == [first]
+    later = [*first[:5], 7, 7]
+    assert cache.held(later) == (5, cache.kept[0][1])
+    cache.add([later])
+    assert cache.tokens[0] == later[:5]
+    got = cache.logits([fed(later[5:])])[0]
+    torch.testing.assert_close(got, _alone(model, later, [], []), atol=1e-4, rtol=1e-4)
+    cache.keep(0, [0, 1])
+    for token in (8, 9, 10):  # more rows come and go: only the latest KEPT_ROWS stay
+        cache.retain([])
+        cache.add([[token] * 3])
+        cache.logits([fed([token] * 3)])
+        cache.keep(0, [0, 1, 2])
+    cache.retain([])
+    assert [tokens for tokens, _ in cache.kept] == [later, [8] * 3, [9] * 3, [10] * 3][-KEPT_ROWS:]
