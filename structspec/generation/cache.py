@@ -56,6 +56,20 @@ class CachedModel:
         self.tokens.extend(feed)
         return self._rows(out.logits[0, -n_out:])
 
+    def adopt(self, donor: CachedModel, sequence: list[int]) -> None:
+        """Start (empty) holding a copy of what ``donor`` (of the same model) holds of
+        ``sequence``'s longest shared prefix, at most all but its last token: a prompt that
+        starts like one decoded before skips computing that part."""
+        if self.tokens or donor.model is not self.model:
+            raise ValueError("only an empty cache of the same model can adopt another's entries")
+        n = common_prefix(donor.tokens, sequence, len(sequence) - 1)
+        if not n:
+            return
+        for index, layer in enumerate(donor.cache.layers):
+            if layer.is_initialized:
+                self.cache.update(layer.keys[..., :n, :].clone(), layer.values[..., :n, :].clone(), index)
+        self.tokens = list(sequence[:n])
+
     def tree_logits(self, sequence: list[int], nodes: list[int], parents: list[int]) -> torch.Tensor:
         """Logits ``[1 + len(nodes), width]`` after ``sequence`` (row 0) and after each node of a
         draft tree (row ``1 + i``), from one forward. Node ``i`` holds token ``nodes[i]`` and
