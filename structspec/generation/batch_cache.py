@@ -38,7 +38,6 @@ step swaps in the per-row one for its forward.
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from structspec.generation.cache import _takes, _text_config, common_prefix, vocabulary_rows
+from structspec.generation.cache import _eager_attention, _takes, _text_config, common_prefix, vocabulary_rows
 
 Feed = tuple[list[int], list[int], int]
 """A row's part of a forward: tokens, each token's parent in the feed (-1: the row's cached
@@ -336,7 +335,7 @@ def _own_attention(own: str, module: torch.nn.Module):
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
         return sdpa_attention_forward
-    return sys.modules[type(module).__module__].eager_attention_forward
+    return _eager_attention(module)  # there, as tree_attention checked
 
 
 @functools.cache

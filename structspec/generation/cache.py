@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 
 import torch
 
@@ -159,19 +160,26 @@ def vocabulary_rows(logits: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def tree_attention(model: torch.nn.Module) -> bool:
-    """Whether ``model`` can verify a draft tree in one forward: its attention (SDPA or eager)
-    takes a custom 4-D mask and explicit positions, and every cache layer is a plain growing
-    one whose entries can be moved (no sliding windows)."""
+    """Whether ``model`` can verify a draft tree in one forward: its attention (SDPA, or eager
+    from its modeling file) takes a custom 4-D mask and explicit positions, and every cache
+    layer is a plain growing one whose entries can be moved (no sliding windows)."""
     from transformers import DynamicCache
     from transformers.cache_utils import DynamicLayer
 
     cache = DynamicCache(config=model.config)
+    attention = getattr(_text_config(model), "_attn_implementation", None)
     return (
-        getattr(_text_config(model), "_attn_implementation", None) in ("sdpa", "eager")
+        (attention == "sdpa" or (attention == "eager" and _eager_attention(model) is not None))
         and _takes(type(model), "position_ids")
         and bool(cache.layers)
         and all(type(layer) is DynamicLayer for layer in cache.layers)
     )
+
+
+def _eager_attention(module: torch.nn.Module):
+    """The eager attention function of a module's modeling file (every transformers model file
+    defines one), or None."""
+    return getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
 
 
 @functools.cache
