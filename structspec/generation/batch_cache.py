@@ -7,11 +7,11 @@ padding) through the model's linear layers, giving each fed token its row's posi
 (the row's length plus its depth in the row's draft tree). Each layer writes the fed tokens'
 keys and values into their rows after the cached ones (:func:`_row_layer`), and attention runs
 per row (:func:`_row_attention`): each row's fed tokens attend to its own columns only -- its
-cached tokens, then their ancestors among its fed tokens. On a CPU every row is attended on its
-own; on an accelerator the rows' queries form one padded block, less any feed much longer than
-the others (a prompt fed with its row's first round), attended on its own so that the others
-are not padded to its length. Afterwards each row keeps the fed tokens it accepted (moved into
-place when its draft tree took a branch off the main line); the next step overwrites the rest.
+cached tokens, then their ancestors among its fed tokens. The rows' queries form one padded
+block, less any feed much longer than the others (a prompt fed with its row's first round, a
+long forced run), attended on its own so that the others are not padded to its length.
+Afterwards each row keeps the fed tokens it accepted (moved into place when its draft tree
+took a branch off the main line); the next step overwrites the rest.
 A row that leaves frees its cache row for the next one to join; nothing else moves.
 
 Rows that share a prompt prefix: a joining row starts out holding the longest prefix of its
@@ -59,12 +59,15 @@ KEPT_ROWS = 2
 share: a server's next request under the same instructions and schema, one after the other,
 copies their entries instead of computing them again."""
 
-ALONE_GAIN = 64
-"""On an accelerator, the padded query positions that attending a long feed on its own must
-save the other rows before it is split off (an attention call more per layer against padding
-that costs nothing until the device is busy). On a CPU every position costs, padding included,
-so every row is attended on its own (a gain of 0): at 8 rows of ~250 tokens that made a step of
-the demo target 38% cheaper than the one packed cache, and a padded block of rows no cheaper."""
+ALONE_GAIN = 16
+"""The padded query positions that attending a long feed on its own must save the other rows
+before it is split off: one attention call more per layer against the padding. On the CPU (demo
+target, steps of 8-16 rows of ~250 tokens, a scratch script timing ``logits``): 16 rows of one
+token each, as plain decoding feeds them, cost 8.4 ms a step as one padded block against 11.5
+ms with every row attended alone, and speculative feeds of 1-16 tokens cost the same either way
+(10.2-11.3 ms); both against 11-18 ms for the one packed cache of the previous layout. On an
+accelerator, where padding costs nothing until the device is busy, a larger gain may pay; not
+measured (no GPU in this work)."""
 
 
 @dataclass
@@ -113,7 +116,7 @@ class BatchCache:
         self._keep_arg = _takes(type(model), "logits_to_keep")
         self._fed: list[tuple[int, list[int]]] = []  # the last forward's tokens, and the row's length before
         self._dtype = next(model.parameters()).dtype
-        self.alone_gain = 0 if self.device.type == "cpu" else ALONE_GAIN
+        self.alone_gain = ALONE_GAIN
 
     def __len__(self) -> int:
         return len(self.tokens)
