@@ -19,6 +19,7 @@ undeclared ones as at most one (duplicates among them would be merged by a JSON 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Any, Protocol
@@ -247,7 +248,7 @@ def _witness_member(
     """Members of one group whose name avoids the witness's patterns and whose value fails
     the negated ``additionalProperties`` schema."""
     for pattern in witness["patterns"]:
-        keys = intersect(keys, complement(pattern_language(pattern).dfa()))
+        keys = intersect(keys, pattern_language(pattern).complement_dfa)
     if keys.empty:
         return None
     value_locs = locs + ([witness["not"]] if witness["not"] is not None else [])
@@ -287,18 +288,26 @@ def _key_language(
         dfa = names if names is not None else dfa_length(0, None)
     else:
         dfa = DFA((), ())
+        listed = tuple(pattern for _, pattern in patterns)
         for chosen in subsets:
-            part = dfa_length(0, None)
-            for n, (_, pattern) in enumerate(patterns):
-                lang = pattern_language(pattern).dfa()
-                part = intersect(part, lang if n in chosen else complement(lang))
-            dfa = union(dfa, part)
+            dfa = union(dfa, _matched_by(listed, tuple(n in chosen for n in range(len(listed)))))
         if names is not None:
             dfa = intersect(dfa, names)
     if known:
         others = complement(dfa_from_strings(known))
         dfa = others if every and names is None else intersect(dfa, others)
     return dfa
+
+
+@functools.lru_cache(maxsize=256)
+def _matched_by(patterns: tuple[str, ...], matched: tuple[bool, ...]) -> DFA:
+    """Names that each of ``patterns`` matches or not, as ``matched`` says. Cached: the groups
+    of one object, and objects with the same ``patternProperties``, share the prefixes."""
+    if not patterns:
+        return dfa_length(0, None)
+    language = pattern_language(patterns[-1])
+    last = language.dfa() if matched[-1] else language.complement_dfa
+    return intersect(_matched_by(patterns[:-1], matched[:-1]), last)
 
 
 def _key_expr(host: ObjectHost, keys: DFA, base: str) -> MaybeExpr:
