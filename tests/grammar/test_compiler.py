@@ -119,3 +119,15 @@ def test_equal_rules_share_one_cached_automaton_however_their_classes_are_writte
     Grammar.from_gbnf('root ::= [a-c] "x"')
     Grammar.from_gbnf('root ::= [abc] "x"')
     assert len(compiler._DFA_CACHE) == 1
+
+
+def test_rules_that_differ_only_in_the_names_they_call_share_one_automaton() -> None:
+    """``a`` and ``b`` have one shape (a literal, then a call): one cached automaton serves
+    both, and each grammar rule still calls its own callee."""
+    compiler._DFA_CACHE.clear()
+    text = 'root ::= a "," b\na ::= "x" c\nb ::= "x" d\nc ::= "y" | "{" a "}"\nd ::= "z" | "{" b "}"\n'
+    grammar = Grammar.from_gbnf(text)
+    assert len(compiler._DFA_CACHE) == 4  # root, a and b, c, d
+    assert grammar.matches("xy,xz") and grammar.matches("x{xy},x{x{xz}}")
+    assert not grammar.matches("xz,xy") and not grammar.matches("x{xz},xz")
+    assert layout(grammar.ruleset) == layout(fresh(text))
