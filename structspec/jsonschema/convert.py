@@ -55,7 +55,7 @@ def _meaning(node: Any, identity: int) -> Hashable:
         node = {key: value for key, value in node.items() if key not in ANNOTATIONS}
     try:
         text = json.dumps(node, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return identity
     return identity if any(marker in text for marker in REFERENCES) else text
 

@@ -19,9 +19,9 @@ undeclared ones as at most one (duplicates among them would be merged by a JSON 
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
+from collections.abc import Hashable
 from typing import Any, Protocol
 
 from structspec.budget import check
@@ -54,6 +54,7 @@ NO_WITNESS, WITNESSED, LAST_REPEATABLE = 0, 1, 2  # member automaton: where the 
 
 class ObjectHost(Protocol):
     builder: GrammarBuilder
+    derived: dict[Hashable, Any]
     ws: MaybeExpr
     any_order: bool
 
@@ -290,7 +291,7 @@ def _key_language(
         dfa = DFA((), ())
         listed = tuple(pattern for _, pattern in patterns)
         for chosen in subsets:
-            dfa = union(dfa, _matched_by(listed, tuple(n in chosen for n in range(len(listed)))))
+            dfa = union(dfa, _matched_by(host, listed, tuple(n in chosen for n in range(len(listed)))))
         if names is not None:
             dfa = intersect(dfa, names)
     if known:
@@ -299,15 +300,18 @@ def _key_language(
     return dfa
 
 
-@functools.lru_cache(maxsize=256)
-def _matched_by(patterns: tuple[str, ...], matched: tuple[bool, ...]) -> DFA:
-    """Names that each of ``patterns`` matches or not, as ``matched`` says. Cached: the groups
-    of one object, and objects with the same ``patternProperties``, share the prefixes."""
+def _matched_by(host: ObjectHost, patterns: tuple[str, ...], matched: tuple[bool, ...]) -> DFA:
+    """Names that each of ``patterns`` matches or not, as ``matched`` says. Kept for the
+    conversion: the groups of one object, and objects with the same ``patternProperties``,
+    share the prefixes."""
     if not patterns:
         return dfa_length(0, None)
-    language = pattern_language(patterns[-1])
-    last = language.dfa() if matched[-1] else language.complement_dfa
-    return intersect(_matched_by(patterns[:-1], matched[:-1]), last)
+    key = ("matched by", patterns, matched)
+    if key not in host.derived:
+        language = pattern_language(patterns[-1])
+        last = language.dfa() if matched[-1] else language.complement_dfa
+        host.derived[key] = intersect(_matched_by(host, patterns[:-1], matched[:-1]), last)
+    return host.derived[key]
 
 
 def _key_expr(host: ObjectHost, keys: DFA, base: str) -> MaybeExpr:
