@@ -96,12 +96,12 @@ def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _Layout
     key, named = _shape(table, inline, table[name].body)
     dfa = _DFA_CACHE.get(key, None)
     if dfa is None:
-        dfa = _renamed(_build_dfa(table, inline, table[name]), {name: i for i, name in enumerate(named)})
+        dfa = _renamed(_build_dfa(table, inline, table[name]), {callee: i for i, callee in enumerate(named)})
         _DFA_CACHE.put(key, dfa)
     return _renamed(dfa, named)
 
 
-def _renamed(dfa: _Layout, names: Mapping | Sequence) -> _Layout:
+def _renamed(dfa: _Layout, names: Mapping[str, int] | Sequence[str]) -> _Layout:
     """``dfa`` with the rule symbols of its calls looked up in ``names`` (the cache keeps them
     numbered as in the rule's key, a grammar uses them by name)."""
     if not dfa.calls:
