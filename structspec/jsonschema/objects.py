@@ -288,14 +288,22 @@ def _key_language(
     if every:
         dfa = names if names is not None else dfa_length(0, None)
     else:
-        dfa = DFA((), ())
         listed = tuple(pattern for _, pattern in patterns)
-        for chosen in subsets:
-            dfa = union(dfa, _matched_by(host, listed, tuple(n in chosen for n in range(len(listed)))))
+        matched = tuple(tuple(n in chosen for n in range(len(listed))) for chosen in subsets)
+        key = ("matched by any", listed, matched)
+        if key not in host.derived:  # objects with the same patternProperties: built once
+            dfa = DFA((), ())
+            for one in matched:
+                dfa = union(dfa, _matched_by(host, listed, one))
+            host.derived[key] = dfa
+        dfa = host.derived[key]
         if names is not None:
             dfa = intersect(dfa, names)
     if known:
-        others = complement(dfa_from_strings(known))
+        key = ("other names", tuple(known))
+        if key not in host.derived:  # objects often declare the same properties: built once
+            host.derived[key] = complement(dfa_from_strings(known))
+        others = host.derived[key]
         dfa = others if every and names is None else intersect(dfa, others)
     return dfa
 
