@@ -12,7 +12,7 @@ as the spans of a source text) are taken as they are, never inlined.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -96,20 +96,19 @@ def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _Layout
     key, named = _shape(table, inline, table[name].body)
     dfa = _DFA_CACHE.get(key, None)
     if dfa is None:
-        dfa = _renamed(_build_dfa(table, inline, table[name]), {callee: i for i, callee in enumerate(named)})
+        dfa = _build_dfa(table, inline, table[name])._replace(named=named)
         _DFA_CACHE.put(key, dfa)
-    return _renamed(dfa, named)
+    return dfa if dfa.named == named else _renamed(dfa, named)
 
 
-def _renamed(dfa: _Layout, names: Mapping[str, int] | Sequence[str]) -> _Layout:
-    """``dfa`` with the rule symbols of its calls looked up in ``names`` (the cache keeps them
-    numbered as in the rule's key, a grammar uses them by name)."""
-    if not dfa.calls:
-        return dfa
+def _renamed(dfa: _Layout, named: tuple[str, ...]) -> _Layout:
+    """``dfa``, built for a rule of the same shape, with its calls to ``dfa.named`` made to
+    the rules of ``named`` (the same numbering)."""
+    names = dict(zip(dfa.named, named, strict=True))
     calls = tuple(
         (q, tuple((s if isinstance(s, TokenRef) else names[s], t) for s, t in moves)) for q, moves in dfa.calls
     )
-    return dfa._replace(calls=calls)
+    return dfa._replace(calls=calls, named=named)
 
 
 def _build_dfa(table: Mapping[str, Rule], inline: set[str], rule: Rule) -> _Layout:
@@ -377,6 +376,8 @@ class _Bytes:
         by_mask: dict[int, set[int]] = {}  # edges grouped first: a wide alternation shares a few masks
         for mask, target in edges:
             by_mask.setdefault(mask, set()).add(target)
+        if len(by_mask) == 1:  # the common case: nothing to refine
+            return list(by_mask.items())
         pieces: list[tuple[int, set[int]]] = []
         for mask, targets in by_mask.items():
             pieces = _refine(pieces, mask, targets)
@@ -437,6 +438,7 @@ class _Layout(NamedTuple):
     final: np.ndarray
     has_bytes: np.ndarray  # [state]: whether it moves on some byte
     moves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a given automaton's (src, byte, dst)
+    named: tuple[str, ...] = ()  # the rules it refers to, numbered as in its cache key (see _shape)
 
 
 def _refine(pieces: list[tuple[int, set[int]]], mask: int, targets: set[int]) -> list[tuple[int, set[int]]]:
