@@ -1,6 +1,6 @@
 """Time-to-first-mask, broken into its steps, over a stratified MaskBench sample.
 
-    python tools/bench_ttfm.py --sample 40 [--seed 0] [--tokenizer llama3] [--clock cpu] [--slowest 5]
+    python tools/bench_ttfm.py --sample 40 [--seed 0] [--tokenizer llama3] [--clock cpu] [--slowest 5] [--replayable]
 
 For each schema, in one process and in sample order (so later schemas find the shared JSON
 helper automata in the process-wide cache, as a server would): `schema_to_gbnf` (conversion),
@@ -9,7 +9,8 @@ helper automata in the process-wide cache, as a server would): `schema_to_gbnf` 
 and mean of each step and of their total over the schemas that convert; schemas the converter
 refuses are counted and left out. ``--clock cpu`` times with the process's CPU time (steadier
 on a loaded machine than the default wall clock); ``--slowest N`` lists the N slowest schemas
-with their steps.
+with their steps; ``--replayable`` samples as ``bench_masks.py`` does (schemas with a valid
+instance only).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable
 
 import torch
 from _assets import load_case, load_tokenizer, maskbench_files, require_assets, stratified_sample
+from bench_masks import has_valid_instance
 
 import structspec
 from structspec.jsonschema import SchemaError, schema_to_gbnf
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokenizer", default="llama3")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     parser.add_argument("--slowest", type=int, default=0, help="list this many of the slowest schemas")
+    parser.add_argument("--replayable", action="store_true", help="bench_masks.py's sample (a valid instance each)")
     args = parser.parse_args(argv)
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     torch.set_num_threads(1)
@@ -62,7 +65,8 @@ def main(argv: list[str] | None = None) -> None:
     vocabulary = structspec.Vocabulary.from_tokenizer(load_tokenizer(args.tokenizer, assets))
     structspec.compile(structspec.Grammar.from_gbnf('root ::= "x"'), vocabulary)  # builds the token trie
     rows, names, refused = [], [], 0
-    for path in stratified_sample(maskbench_files(assets), args.sample, args.seed):
+    keep = has_valid_instance if args.replayable else None
+    for path in stratified_sample(maskbench_files(assets), args.sample, args.seed, keep):
         try:
             rows.append(time_schema(load_case(path).schema, vocabulary, clock))
             names.append(path.stem)
