@@ -135,17 +135,21 @@ def _integers(
     wanted = [v for v in excluded if float(v).is_integer()]
     if not moduli and not wanted:
         return expr
-    try:
-        dfa = integer_multiples(expr, moduli) if moduli else dfa_from_regex(expr, search=False)
-        if wanted:
-            dfa = difference(dfa, dfa_from_strings(str(int(v)) for v in wanted))
-    except TooComplexError as exc:
-        host.relax(
-            divisors[0][1].pointer("multipleOf") if divisors else facets[0].loc.pointer,
-            "multipleOf",
-            str(exc),
-        )
-        return expr
+    key = ("integer multiples", low, high, tuple(moduli), tuple(wanted))
+    dfa = host.derived.get(key)
+    if dfa is None:  # the same integer schema under many properties: built once
+        try:
+            dfa = integer_multiples(expr, moduli) if moduli else dfa_from_regex(expr, search=False)
+            if wanted:
+                dfa = difference(dfa, dfa_from_strings(str(int(v)) for v in wanted))
+        except TooComplexError as exc:
+            host.relax(
+                divisors[0][1].pointer("multipleOf") if divisors else facets[0].loc.pointer,
+                "multipleOf",
+                str(exc),
+            )
+            return expr
+        host.derived[key] = dfa
     return emit_dfa(dfa, chars, host, f"{name}-int")
 
 
