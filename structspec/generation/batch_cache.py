@@ -93,6 +93,8 @@ class _Layout:
     width: int  # columns any row attends
     groups: list[_Group]
     back: torch.Tensor  # [fed]: each fed token's slot in the groups' outputs, one after the other
+    in_order: bool  # one group whose slots are the fed tokens in order: nothing to gather
+    alone: tuple[int, int] | None  # one row's feed: its place and first column, written as one slice
 
 
 class BatchCache:
@@ -244,9 +246,11 @@ class BatchCache:
             mask.masked_fill_(torch.from_numpy(~allowed), torch.finfo(self._dtype).min)
             groups.append(_Group(span, depth, width, torch.from_numpy(queries.reshape(-1)).to(self.device),
                                  mask[:, None].to(self.device)))
+        in_order = len(groups) == 1 and offset == len(rows) and bool((back == np.arange(len(rows))).all())
+        alone = (self.places[0], lengths[0]) if len(fed) == 1 else None
         return _Layout(torch.from_numpy(rows).to(self.device), torch.from_numpy(columns).to(self.device),
                        height, max(length + n for length, n in zip(lengths, fed, strict=True)), groups,
-                       torch.from_numpy(back).to(self.device))
+                       torch.from_numpy(back).to(self.device), in_order, alone)
 
 
 def _attended_alone(fed: list[int], gain: int) -> list[int]:
@@ -319,6 +323,13 @@ def _row_attention(own: str, module: torch.nn.Module, query: torch.Tensor, key: 
     layout: _Layout | None = kwargs.pop(LAYOUT, None)
     if layout is None:
         return attend(module, query, key, value, attention_mask, **kwargs)
+    if layout.in_order:  # the fed tokens are the block's slots as they are
+        group = layout.groups[0]
+        height = group.rows.stop - group.rows.start
+        block = query.view(query.shape[1], height, group.depth, query.shape[-1]).transpose(0, 1)
+        out, _ = attend(module, block, key[group.rows, :, : group.columns], value[group.rows, :, : group.columns],
+                        group.mask, **kwargs)
+        return out.reshape(1, height * group.depth, *out.shape[2:]), None
     packed = query[0].transpose(0, 1)  # [fed, heads, dim]
     outputs = []
     for group in layout.groups:
@@ -363,7 +374,11 @@ def _row_layer() -> type:
                 self.values = self.keys.clone()
             self._reserve(layout.height, layout.width)
             for buffer, states in ((self.keys, key_states), (self.values, value_states)):
-                buffer[layout.rows, :, layout.columns] = states[0].transpose(0, 1)
+                if layout.alone is not None:
+                    place, first = layout.alone
+                    buffer[place, :, first : first + states.shape[2]] = states[0]
+                else:
+                    buffer[layout.rows, :, layout.columns] = states[0].transpose(0, 1)
             return self.keys[: layout.height, :, : layout.width], self.values[: layout.height, :, : layout.width]
 
         def copy_prefix(self, source: int, row: int, n: int) -> None:
