@@ -9,7 +9,9 @@ Design (the hot path; see docs/masks.md for the measurements behind it):
   Token references and end-of-sequence are added on top.
 * Whole-state masks are cached by parse state (stacks are hash-consed by structure), so
   the common case -- the same configuration token after token, e.g. inside a string -- is a
-  dictionary hit.
+  dictionary hit. Equal masks share one array, across states and compiled grammars: the
+  positions of a counted string, and the same schema shapes in different grammars, allow the
+  same tokens.
 
 Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
 """
@@ -17,6 +19,7 @@ Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
 from __future__ import annotations
 
 import threading
+import zlib
 from dataclasses import dataclass
 from weakref import WeakValueDictionary
 
@@ -108,7 +111,7 @@ class CompiledGrammar:
         """Packed uint32 mask of the tokens allowed from ``state`` (do not modify it)."""
         words = self._states.get(state)
         if words is MISSING:
-            words = self._states.put(state, self._compute(state))
+            words = self._states.put(state, _shared(self._compute(state)))
         return words
 
     def known_mask_words(self, state: ParseState) -> np.ndarray | None:
@@ -215,7 +218,27 @@ class CompiledGrammar:
         return _TokenRefSet(real & ~named & ~self._eos_words)
 
 
+_MASKS: WeakValueDictionary[tuple[int, int], np.ndarray] = WeakValueDictionary()
+"""Masks held by some compiled grammar's cache, by (length, CRC-32 of the words): equal masks
+share one array while any cache holds it."""
+_MASKS_LOCK = threading.Lock()
+
+
+def _shared(words: np.ndarray) -> np.ndarray:
+    """The array already held with the same words as ``words``, else ``words`` (now held). Two
+    different masks with one checksum are both kept, the second unshared."""
+    key = (len(words), zlib.crc32(words))
+    with _MASKS_LOCK:
+        held = _MASKS.get(key)
+        if held is None:
+            _MASKS[key] = words
+            return words
+    return held if np.array_equal(held, words) else words
+
+
 def _mask_bytes(_state: ParseState, words: np.ndarray) -> int:
+    """A mask's full size, although equal masks share one array: the cache's byte bound is
+    then an upper bound on what its masks hold."""
     return words.nbytes + 2 * OBJECT_BYTES
 
 
