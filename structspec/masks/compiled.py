@@ -96,7 +96,8 @@ class CompiledGrammar:
         every grammar of the vocabulary and not counted. Grows as generation visits new states."""
         rules = self.rules
         return (
-            rules.class_table.nbytes
+            rules.move_rows.nbytes
+            + rules.move_row.nbytes
             + rules.n_states * RULE_STATE_BYTES
             + len(rules.byte_next) * BYTE_ROW_BYTES
             + len(self.grammar.source)

@@ -17,7 +17,7 @@ import numpy as np
 
 from structspec.errors import GrammarError
 from structspec.grammar.parse_state import MAX_STACKS, ParseState, StackLimitError
-from structspec.grammar.ruleset import RuleSet
+from structspec.grammar.ruleset import NO_MOVE, RuleSet
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.tokens.trie import TokenTrie
 
@@ -72,16 +72,24 @@ def _checked(code: int) -> int:
 
 
 def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
-    """The rule set as the core reads it: the class table, byte classes, rule calls as
-    offsets into (start, return) arrays, the final/movable/sink/plain flags, and the byte classes
-    of every position of the UTF-8 multi-byte sequences (for loop probes)."""
-    class_table = np.ascontiguousarray(rules.class_table, np.int32)
-    n_states = class_table.shape[0]
-    if class_table.size and not (class_table.min() >= -1 and class_table.max() < n_states):
-        raise GrammarError("E108", "the class table names automaton states that do not exist")
+    """The rule set as the core reads it: the shared move rows and each state's row, byte
+    classes, rule calls as offsets into (start, return) arrays, the final/movable/sink/plain
+    flags, and the byte classes of every position of the UTF-8 multi-byte sequences (for loop
+    probes)."""
+    move_rows = np.ascontiguousarray(rules.move_rows, np.int32)
+    move_row = np.ascontiguousarray(rules.move_row, np.int32)
+    n_states, n_classes = len(move_row), move_rows.shape[1]
+    if n_states != rules.n_states or (n_states and not (move_row.min() >= 0 and move_row.max() < len(move_rows))):
+        raise GrammarError("E108", "the move rows do not fit the automaton states")
+    if move_rows.size and n_states:
+        moves = np.where(move_rows != NO_MOVE, move_rows, 0)
+        states = np.arange(n_states, dtype=np.int64)
+        lowest, highest = moves.min(axis=1)[move_row], moves.max(axis=1)[move_row]
+        if not ((states + lowest >= 0).all() and (states + highest < n_states).all()):
+            raise GrammarError("E108", "the move rows name automaton states that do not exist")
     byte_class = np.ascontiguousarray(rules.byte_class, np.int32)
-    if len(byte_class) != 256 or byte_class.min() < 0 or byte_class.max() >= max(class_table.shape[1], 1):
-        raise GrammarError("E108", "the byte classes do not fit the class table")
+    if len(byte_class) != 256 or byte_class.min() < 0 or byte_class.max() >= max(n_classes, 1):
+        raise GrammarError("E108", "the byte classes do not fit the move rows")
     counts = np.fromiter(map(len, rules.refs), np.int32, len(rules.refs))
     ref_off = np.zeros(n_states + 1, np.int32)
     np.cumsum(counts, out=ref_off[1:])
@@ -96,8 +104,8 @@ def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
     multi_seq = np.cumsum([0, *map(len, sequences)], dtype=np.int32)
     multi_pos = np.cumsum([0, *map(len, positions)], dtype=np.int32)
     multi_cls = np.concatenate(positions).astype(np.int32)
-    return (class_table, byte_class, ref_off, np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1]),
-            *flags, multi_seq, multi_pos, multi_cls)
+    return (move_rows, move_row, byte_class, ref_off, np.ascontiguousarray(pairs[:, 0]),
+            np.ascontiguousarray(pairs[:, 1]), *flags, multi_seq, multi_pos, multi_cls)
 
 
 def _trie_arrays(trie: TokenTrie) -> tuple[np.ndarray, ...]:

@@ -9,6 +9,8 @@ threshold so that small random vocabularies exercise them on every node.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -18,6 +20,7 @@ from test_masks import _byte_vocabularies, _grammars, _random_walk, _sub_vocab
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary
 from structspec.grammar import compiler
+from structspec.grammar.ruleset import NO_MOVE
 from structspec.masks import runner as mask_runner
 from structspec.tokens import trie as token_tries
 
@@ -60,6 +63,19 @@ def _counted_grammars(draw: st.DrawFn) -> str:
 @given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16))
 def test_random_grammars_with_every_shortcut_are_exact(shortcuts_everywhere: None, gbnf: str, vocab: Vocabulary,
                                                         seed: int) -> None:
+    try:
+        grammar = Grammar.from_gbnf(gbnf)
+    except GrammarError:
+        assume(False)
+    _random_walk(structspec.compile(grammar, vocab), seed, 8)
+
+
+@SETTINGS
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16))
+def test_tables_reset_before_every_mask_stay_exact(monkeypatch: pytest.MonkeyPatch, gbnf: str, vocab: Vocabulary,
+                                                    seed: int) -> None:
+    """A table budget of one byte: the core frees and regrows its tables before every mask."""
+    monkeypatch.setattr(mask_runner, "TABLE_BYTES", 1)
     try:
         grammar = Grammar.from_gbnf(gbnf)
     except GrammarError:
@@ -191,6 +207,18 @@ def test_tables_past_their_limit_are_e108(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(mask_runner, "MAX_RUN_STATES", 1 << 19)
     fresh = structspec.compile(Grammar.from_gbnf('root ::= "a" "b"'), compiled.vocabulary)
     assert fresh.matcher().allows(0)
+
+
+@pytest.mark.parametrize("shift", [-1, 1])
+def test_move_rows_naming_missing_states_are_e108(shift: int) -> None:
+    compiled, _ = _native()
+    rules = compiled.rules
+    moved = rules.move_rows != NO_MOVE
+    bad = np.where(moved, rules.move_rows + shift * (rules.n_states + 1), NO_MOVE).astype(np.int32)
+    with pytest.raises(GrammarError) as caught:
+        mask_runner.StackRunner(replace(rules, move_rows=bad), compiled._trie, compiled.vocabulary.text_ids,
+                                compiled.n_words)
+    assert caught.value.code == "E108"
 
 
 def test_masks_inside_a_blocked_repetition_are_exact(monkeypatch: pytest.MonkeyPatch) -> None:
