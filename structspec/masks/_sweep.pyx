@@ -253,7 +253,7 @@ cdef class Pushdown:
 
     # -- storage -----------------------------------------------------------------------------
     cdef int _grow_frames(self) noexcept nogil:
-        cdef Py_ssize_t old = self.cap_frames, new = 4096 if old == 0 else 2 * old
+        cdef Py_ssize_t old = self.cap_frames, new = 4096 if old == 0 else old + old // 2
         if (grow(<void**> &self.f_state, old * 4, new * 4, 0) or grow(<void**> &self.f_parent, old * 4, new * 4, 0)
                 or grow(<void**> &self.f_seen, old * 4, new * 4, 0)):
             return -1
@@ -303,7 +303,7 @@ cdef class Pushdown:
         return found
 
     cdef int _grow_runs(self) noexcept nogil:
-        cdef Py_ssize_t old = self.cap_runs, new = 256 if old == 0 else 2 * old
+        cdef Py_ssize_t old = self.cap_runs, new = 256 if old == 0 else old + old // 2
         cdef Py_ssize_t k = self.n_classes
         if (grow(<void**> &self.rs_off, (old + 1) * 4 if old else 4, (new + 1) * 4, 0)
                 or grow(<void**> &self.rs_hash, old * 8, new * 8, 0)

@@ -30,7 +30,7 @@ except ImportError as exc:  # a source checkout that was never built
 PROBE_AT = 256  # expansions of a run state after which its loop set is probed
 CHAINS_AFTER = 8  # expansions of a run state after which its counted chain is tried
 CHAIN_HEIGHT = 32  # subtrees taller than this are expanded rather than checked along a chain
-TABLE_BYTES = 8 << 20  # filled tables per runner past which they are cleared before the next mask
+TABLE_BYTES = 4 << 20  # filled tables per runner past which they are freed before the next mask
 MAX_FRAMES = 1 << 22  # interned stack frames within one mask (E108 beyond)
 MAX_RUN_STATES = 1 << 19  # run states within one mask (E108 beyond)
 ERR_STACKS, ERR_SIZE = -3, -4  # the core's error codes
@@ -96,8 +96,9 @@ def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
     pairs = np.array([pair for refs in rules.refs for pair in refs], np.int32).reshape(-1, 2)
     if pairs.size and not (pairs.min() >= 0 and pairs.max() < n_states):
         raise GrammarError("E108", "a rule call names automaton states that do not exist")
-    flags = [np.ascontiguousarray(np.array(flag, bool).view(np.uint8))
-             for flag in (rules.final, rules.movable, rules.sink, rules.plain)]
+    flags = [np.frombuffer(flag, np.uint8) for flag in (rules.final, rules.movable, rules.sink, rules.plain)]
+    if any(len(flag) != n_states or flag.max(initial=0) > 1 for flag in flags):
+        raise GrammarError("E108", "the state flags do not fit the automaton states")
     sequences = [[np.unique(byte_class[lo: hi + 1]) for lo, hi in seq]
                  for seq in utf8_sequences(((0x80, 0x10FFFF),))]
     positions = [classes for seq in sequences for classes in seq]
