@@ -496,15 +496,14 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
         byte_next=ByteMoves(byte_class, move_rows, move_row),
         refs=tuple(refs),
         token_edges=tuple(token_edges),
-        final=tuple(final.tolist()),
-        rule_of=tuple(np.repeat(np.arange(len(sizes)), sizes).tolist()),
+        final=final.tobytes(),
         token_refs=token_refs,
         byte_class=byte_class,
         move_rows=move_rows,
         move_row=move_row,
-        movable=tuple(movable.tolist()),
-        sink=tuple((final & ~movable & ~has_refs).tolist()),
-        plain=tuple((has_bytes & ~final & ~has_refs & ~has_tokens).tolist()),
+        movable=movable.tobytes(),
+        sink=(final & ~movable & ~has_refs).tobytes(),
+        plain=(has_bytes & ~final & ~has_refs & ~has_tokens).tobytes(),
     )
 
 
