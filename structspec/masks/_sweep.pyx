@@ -14,7 +14,7 @@ the way to a mask, and sweeps run with the GIL released (callers serialize calls
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 import numpy as np
 
@@ -1032,3 +1032,42 @@ cdef inline void sift(int32_t* a, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
         a[i] = a[child]
         i = child
     a[i] = x
+
+
+cdef inline uint64_t load64(const uint32_t* at) noexcept nogil:
+    """Two consecutive words as one 64-bit value (memcpy: no alignment or aliasing assumed)."""
+    cdef uint64_t x
+    memcpy(&x, at, 8)
+    return x
+
+
+def words_digest(const uint32_t[::1] words):
+    """A 64-bit digest of packed mask words (to find equal masks; not cryptographic): four
+    independent multiply-xor lanes over pairs of words, mixed together at the end."""
+    cdef Py_ssize_t n = words.shape[0], pairs = words.shape[0] // 2, i = 0
+    cdef uint64_t a = 0x9e3779b97f4a7c15ULL ^ <uint64_t> n, b = 0xbf58476d1ce4e5b9ULL
+    cdef uint64_t c = 0x94d049bb133111ebULL, d = 0x2545f4914f6cdd1dULL, k = 0x9fb21c651e98df25ULL
+    cdef const uint32_t* p = &words[0] if n else NULL
+    with nogil:
+        while i + 4 <= pairs:
+            a = (a ^ load64(p + 2 * i)) * k
+            b = (b ^ load64(p + 2 * i + 2)) * k
+            c = (c ^ load64(p + 2 * i + 4)) * k
+            d = (d ^ load64(p + 2 * i + 6)) * k
+            a ^= a >> 29
+            b ^= b >> 29
+            c ^= c >> 29
+            d ^= d >> 29
+            i += 4
+        while i < pairs:
+            a = mix(a ^ load64(p + 2 * i))
+            i += 1
+        if n & 1:
+            a = mix(a ^ words[n - 1])
+        a = mix(a ^ mix(b ^ mix(c ^ mix(d))))
+    return a
+
+
+def same_words(const uint32_t[::1] a, const uint32_t[::1] b):
+    """Whether two packed masks hold the same words."""
+    return a.shape[0] == b.shape[0] and (a.shape[0] == 0 or memcmp(&a[0], &b[0], a.shape[0] * 4) == 0)

@@ -9,9 +9,9 @@ Design (the hot path; see docs/masks.md for the measurements behind it):
   Token references and end-of-sequence are added on top.
 * Whole-state masks are cached by parse state (stacks are hash-consed by structure), so
   the common case -- the same configuration token after token, e.g. inside a string -- is a
-  dictionary hit. Equal masks share one array, across states and compiled grammars: the
-  positions of a counted string, and the same schema shapes in different grammars, allow the
-  same tokens.
+  dictionary hit. Equal masks share one array, across states and compiled grammars (found by
+  a native digest of their words, compared in full): the positions of a counted string, and
+  the same schema shapes in different grammars, allow the same tokens.
 
 Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
 """
@@ -19,7 +19,6 @@ Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
 from __future__ import annotations
 
 import threading
-import zlib
 from dataclasses import dataclass
 from weakref import WeakValueDictionary
 
@@ -33,7 +32,7 @@ from structspec.grammar.tags import StructuralTag
 from structspec.ir.expr import TokenRef
 from structspec.lru import MISSING, BoundedCache
 from structspec.masks.matcher import Matcher
-from structspec.masks.runner import StackRunner
+from structspec.masks.runner import StackRunner, same_words, words_digest
 from structspec.tokens.trie import token_trie
 from structspec.tokens.vocabulary import Vocabulary
 
@@ -219,22 +218,22 @@ class CompiledGrammar:
         return _TokenRefSet(real & ~named & ~self._eos_words)
 
 
-_MASKS: WeakValueDictionary[tuple[int, int], np.ndarray] = WeakValueDictionary()
-"""Masks held by some compiled grammar's cache, by (length, CRC-32 of the words): equal masks
-share one array while any cache holds it."""
+_MASKS: WeakValueDictionary[int, np.ndarray] = WeakValueDictionary()
+"""Masks held by some compiled grammar's cache, by a 64-bit digest of their words (length
+included): equal masks share one array while any cache holds it."""
 _MASKS_LOCK = threading.Lock()
 
 
 def _shared(words: np.ndarray) -> np.ndarray:
     """The array already held with the same words as ``words``, else ``words`` (now held). Two
-    different masks with one checksum are both kept, the second unshared."""
-    key = (len(words), zlib.crc32(words))
+    different masks with one digest are both kept, the second unshared."""
+    key = words_digest(words)
     with _MASKS_LOCK:
         held = _MASKS.get(key)
         if held is None:
             _MASKS[key] = words
             return words
-    return held if np.array_equal(held, words) else words
+    return held if same_words(held, words) else words
 
 
 def _mask_bytes(_state: ParseState, words: np.ndarray) -> int:

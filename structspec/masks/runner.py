@@ -23,6 +23,8 @@ from structspec.tokens.trie import TokenTrie
 
 try:
     from structspec.masks._sweep import Pushdown
+    from structspec.masks._sweep import same_words as same_words  # for the mask cache (masks.compiled)
+    from structspec.masks._sweep import words_digest as words_digest
 except ImportError as exc:  # a source checkout that was never built
     raise ImportError("structspec's native mask core (structspec/masks/_sweep.pyx) is not built: install the "
                       "package with pip (pip install -e .) or run `python setup.py build_ext --inplace`") from exc

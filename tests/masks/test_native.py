@@ -232,3 +232,35 @@ def test_masks_inside_a_blocked_repetition_are_exact(monkeypatch: pytest.MonkeyP
         assert any("~" in name for name in compiled.rules.rule_names)
         for seed in range(6):
             _random_walk(compiled, seed, 14)
+
+
+# -- equal masks share one array ------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.integers(0, 2**32 - 1), max_size=40), flip=st.integers(0, 40 * 32))
+def test_mask_digest_and_comparison(words: list[int], flip: int) -> None:
+    a = np.array(words, np.uint32)
+    assert mask_runner.words_digest(a) == mask_runner.words_digest(a.copy())
+    assert mask_runner.same_words(a, a.copy())
+    if words:
+        b = a.copy()
+        b[flip // 32 % len(b)] ^= np.uint32(1 << (flip % 32))
+        assert not mask_runner.same_words(a, b)
+        assert mask_runner.words_digest(a) != mask_runner.words_digest(b)  # each step is a bijection of its lane
+    assert not mask_runner.same_words(a, np.append(a, np.uint32(0)))
+
+
+def test_equal_masks_share_one_array_and_stay_exact() -> None:
+    """Two grammars with the same strings: their masks inside a string are one array, equal to
+    the mask computed afresh; a mask that differs is its own array."""
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b'"', b'a"', b"ab", b"}", None], eos_ids=[6])
+    one = structspec.compile(Grammar.from_gbnf('root ::= "\\"" [ab]* "\\""'), vocab)
+    two = structspec.compile(Grammar.from_gbnf('root ::= "\\"" [ab]{0,5} "\\""'), vocab)
+    inside_one = one.grammar.initial_state().advance(b'"a')
+    inside_two = two.grammar.initial_state().advance(b'"a')
+    shared = one.mask_words(inside_one)
+    assert two.mask_words(inside_two) is shared
+    assert np.array_equal(shared, one._compute(inside_one))
+    start = one.mask_words(one.grammar.initial_state())
+    assert start is not shared and not np.array_equal(start, shared)
