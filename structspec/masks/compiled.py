@@ -19,7 +19,9 @@ Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass
+from functools import partial
 from weakref import WeakValueDictionary
 
 import numpy as np
@@ -218,22 +220,31 @@ class CompiledGrammar:
         return _TokenRefSet(real & ~named & ~self._eos_words)
 
 
-_MASKS: WeakValueDictionary[int, np.ndarray] = WeakValueDictionary()
+_MASKS: dict[int, weakref.ref] = {}
 """Masks held by some compiled grammar's cache, by a 64-bit digest of their words (length
-included): equal masks share one array while any cache holds it."""
-_MASKS_LOCK = threading.Lock()
+included): equal masks share one array while any cache holds it. An entry goes when its array
+is freed (a plain dict of weak references: ``WeakValueDictionary`` costs microseconds a call).
+No lock: each dict operation is atomic, and two threads racing on one key can only leave an
+equal mask unshared; a shared array is always checked word for word."""
 
 
 def _shared(words: np.ndarray) -> np.ndarray:
     """The array already held with the same words as ``words``, else ``words`` (now held). Two
     different masks with one digest are both kept, the second unshared."""
     key = words_digest(words)
-    with _MASKS_LOCK:
-        held = _MASKS.get(key)
-        if held is None:
-            _MASKS[key] = words
-            return words
+    ref = _MASKS.get(key)
+    held = None if ref is None else ref()
+    if held is None:
+        _MASKS[key] = weakref.ref(words, partial(_forget, key))
+        return words
     return held if same_words(held, words) else words
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    """Drop a freed mask's entry (unless another array took the key since); runs where the array
+    is freed."""
+    if _MASKS.get(key) is ref:
+        _MASKS.pop(key, None)
 
 
 def _mask_bytes(_state: ParseState, words: np.ndarray) -> int:
