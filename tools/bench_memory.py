@@ -8,8 +8,9 @@ growth of the resident set per grammar (`bench_masks.py`'s figure) and what the 
 the whole-state mask cache (its entries, the distinct masks among them and their bytes), the
 native core's run-state tables (allocated and in use), the rule sets' move rows, and the
 `byte_next` rows built so far. With `--trace`, `tracemalloc` runs during the replay (several
-times slower) and the Python allocations still held are listed by source line; the native
-core's tables are allocated in C and not traced.
+times slower, and its bookkeeping inflates the resident-set figure) and the Python allocations
+still held are listed by source line; the native core's tables are allocated in C and not
+traced.
 """
 
 from __future__ import annotations
