@@ -12,6 +12,13 @@ is installed. Random weights make the outputs gibberish within the grammar, whic
 every token pays a mask, and the models' cost is real. Reported per method: the median seconds
 per generated token and its ratio to unconstrained generation (the targets: constrained plain
 <= 1.05x, the processor at or under xgrammar's). Without CUDA it says so and exits 0.
+
+    python tools/bench_gpu.py --save-model DIR --sizes 1b [--dtype bfloat16]
+
+writes one such model (built on the GPU when there is one, else on the CPU) with the Llama-3
+tokenizer to ``DIR`` instead, for the server benchmark on a GPU:
+
+    python tools/bench_server.py --model DIR --device cuda --dtype bfloat16 --clients 1,8,32 --max-batch 32
 """
 
 from __future__ import annotations
@@ -32,8 +39,8 @@ SHAPES = {  # hidden, intermediate, layers, heads, key-value heads
 }
 
 
-def build(size: str, vocab_size: int, dtype: Any) -> Any:
-    """A Llama-shaped causal LM with random weights on the GPU."""
+def build(size: str, vocab_size: int, dtype: Any, device: str = "cuda") -> Any:
+    """A Llama-shaped causal LM with random weights on ``device``."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -42,7 +49,7 @@ def build(size: str, vocab_size: int, dtype: Any) -> Any:
                          num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                          max_position_embeddings=4096, rope_theta=500000.0, tie_word_embeddings=size == "1b")
     torch.manual_seed(0)
-    with torch.device("cuda"):
+    with torch.device(device):
         model = LlamaForCausalLM(config).to(dtype)
     return model.eval()
 
@@ -88,14 +95,35 @@ def methods(model: Any, tokenizer: Any, max_new: int) -> list[tuple[str, Any]]:
     return found
 
 
+def save_model(folder: Path, size: str, dtype: Any) -> int:
+    """Write the random-weight model of ``size`` and the Llama-3 tokenizer to ``folder``."""
+    import torch
+    from _assets import load_tokenizer
+
+    if size not in SHAPES:
+        print(f"bench_gpu: --save-model takes one size of {', '.join(SHAPES)}, got {size!r}", file=sys.stderr)
+        return 2
+    tokenizer = load_tokenizer("llama3")
+    model = build(size, len(tokenizer), dtype, "cuda" if torch.cuda.is_available() else "cpu")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    print(f"bench_gpu: a {size} Llama-shaped model with random weights, {dtype}, is in {folder}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1b,8b")
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--save-model", type=Path, metavar="DIR",
+                        help="write the model of the one size given to DIR, with its tokenizer, and measure nothing")
     args = parser.parse_args(argv)
     import torch
+
+    if args.save_model is not None:
+        return save_model(args.save_model, args.sizes, getattr(torch, args.dtype))
 
     if not torch.cuda.is_available():
         print("bench_gpu: no CUDA device here; nothing measured (run it on a machine with a GPU)")

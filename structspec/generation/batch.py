@@ -9,11 +9,11 @@ at any step and leave when done. A step:
    its prompt that a row holds already (shared, not encoded again);
 2. every row drafts (grammar-forced tokens, n-grams, the draft model: the same chain as alone);
 3. **one target forward** over every row's pending tokens (the last committed one; for a row
-   just joined, the rest of its prompt) and draft tree, packed into one sequence (see
-   :mod:`~structspec.generation.batch_cache` for the layout);
+   just joined, the rest of its prompt) and draft tree, packed into one sequence, each row
+   attending to its own cache row (see :mod:`~structspec.generation.batch_cache` for the layout);
 4. every row verifies its own rows of logits and keeps the branch it accepted, so rows move on
    by different numbers of tokens;
-5. finished rows leave; the cache is compacted when its holes outnumber its live entries.
+5. finished rows leave, and their cache rows with them.
 
 The masks step 4 reads (each row's, at its committed text and along its draft's main line) are
 computed in a worker thread during step 3's forward (:mod:`structspec.generation.prefetch`).
@@ -171,8 +171,7 @@ class Batch:
         ]
 
     def _leave(self, indices: list[int]) -> None:
-        """Drop rows (indices into :attr:`rows`) from the batch and its cache, which compacts
-        itself when its holes outnumber its live entries."""
+        """Drop rows (indices into :attr:`rows`) from the batch and its cache."""
         gone = set(indices)
         kept = [i for i in range(len(self.rows)) if i not in gone]
         self.rows = [self.rows[i] for i in kept]

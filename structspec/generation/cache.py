@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 
 import torch
 
@@ -55,6 +56,20 @@ class CachedModel:
             )
         self.tokens.extend(feed)
         return self._rows(out.logits[0, -n_out:])
+
+    def adopt(self, donor: CachedModel, sequence: list[int]) -> None:
+        """Start (empty) holding a copy of what ``donor`` (of the same model) holds of
+        ``sequence``'s longest shared prefix, at most all but its last token: a prompt that
+        starts like one decoded before skips computing that part."""
+        if self.tokens or donor.model is not self.model:
+            raise ValueError("only an empty cache of the same model can adopt another's entries")
+        n = common_prefix(donor.tokens, sequence, len(sequence) - 1)
+        if not n:
+            return
+        for index, layer in enumerate(donor.cache.layers):
+            if layer.is_initialized:
+                self.cache.update(layer.keys[..., :n, :].clone(), layer.values[..., :n, :].clone(), index)
+        self.tokens = list(sequence[:n])
 
     def tree_logits(self, sequence: list[int], nodes: list[int], parents: list[int]) -> torch.Tensor:
         """Logits ``[1 + len(nodes), width]`` after ``sequence`` (row 0) and after each node of a
@@ -145,19 +160,26 @@ def vocabulary_rows(logits: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def tree_attention(model: torch.nn.Module) -> bool:
-    """Whether ``model`` can verify a draft tree in one forward: its attention (SDPA or eager)
-    takes a custom 4-D mask and explicit positions, and every cache layer is a plain growing
-    one whose entries can be moved (no sliding windows)."""
+    """Whether ``model`` can verify a draft tree in one forward: its attention (SDPA, or eager
+    from its modeling file) takes a custom 4-D mask and explicit positions, and every cache
+    layer is a plain growing one whose entries can be moved (no sliding windows)."""
     from transformers import DynamicCache
     from transformers.cache_utils import DynamicLayer
 
     cache = DynamicCache(config=model.config)
+    attention = getattr(_text_config(model), "_attn_implementation", None)
     return (
-        getattr(_text_config(model), "_attn_implementation", None) in ("sdpa", "eager")
+        (attention == "sdpa" or (attention == "eager" and _eager_attention(model) is not None))
         and _takes(type(model), "position_ids")
         and bool(cache.layers)
         and all(type(layer) is DynamicLayer for layer in cache.layers)
     )
+
+
+def _eager_attention(module: torch.nn.Module):
+    """The eager attention function of a module's modeling file (every transformers model file
+    defines one), or None."""
+    return getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
 
 
 @functools.cache

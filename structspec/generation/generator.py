@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import torch
 
 from structspec.generation.batch import Batch
-from structspec.generation.cache import CachedModel, logits_width, tree_attention
+from structspec.generation.cache import CachedModel, common_prefix, logits_width, tree_attention
 from structspec.generation.chain import DraftChain
 from structspec.generation.config import SpecConfig
 from structspec.generation.constraint import to_constraint
@@ -27,6 +28,10 @@ from structspec.lru import BoundedCache
 from structspec.masks.compiled import CompiledGrammar
 from structspec.masks.compiled import compile as compile_grammar
 from structspec.tokens.vocabulary import Vocabulary
+
+DRAFT_RUNNERS_KEPT = 2
+"""Draft-model caches a generator keeps from its latest sequences for new prompts to share
+(the draft model is called for its first draft only after the whole prompt is in its cache)."""
 
 
 class Stream:
@@ -76,6 +81,9 @@ class Generator:
         self._tree_attention = tree_attention(self.model)
         # A draft-model token's cost in target forwards until measured: the models' size ratio.
         self._draft_price = _size(draft_model) / _size(model) if draft_model is not None else 0.0
+        # The draft model's caches of the latest sequences: a new one copies the prefix its
+        # prompt shares with them (the instructions and schema of the request before).
+        self._draft_runners: deque[CachedModel] = deque(maxlen=DRAFT_RUNNERS_KEPT)
 
     def compile(
         self, constraint: Any, *, source: str | None = None, grounded: bool = False
@@ -195,12 +203,14 @@ class Generator:
         check_context(len(ids), sampling.max_new_tokens, {"model": self.model, "draft model": self.draft_model})
         parsed, compiled = self.compile(request.constraint, source=request.source, grounded=request.grounded)
         rng = sampling.rng()
-        chain = self._chain(speculative, sampling, rng)
+        chain = self._chain(speculative, sampling, rng, ids)
         max_draft = speculative.max_draft if speculative else 0
         decoding = Decoding(ids, compiled.matcher(), sampling.max_new_tokens, sampling, rng, chain, max_draft, Stats())
         return Sequence(decoding, parsed, TextAssembler(self.vocabulary, self.tokenizer))
 
-    def _chain(self, config: SpecConfig | None, sampling: Sampling, rng: torch.Generator) -> DraftChain | None:
+    def _chain(
+        self, config: SpecConfig | None, sampling: Sampling, rng: torch.Generator, prompt: list[int]
+    ) -> DraftChain | None:
         if config is None:
             return None
         drafters: list = []
@@ -211,6 +221,10 @@ class Generator:
                 drafters.append(NgramDrafter(config.ngram_max, config.ngram_min))
             else:
                 runner = CachedModel(self.draft_model, self.vocabulary.size)
+                if self._draft_runners:
+                    runner.adopt(max(self._draft_runners, key=lambda r: common_prefix(r.tokens, prompt, len(prompt))),
+                                 prompt)
+                self._draft_runners.append(runner)
                 drafters.append(ModelDrafter(runner, sampling, rng, self._draft_price))
         return DraftChain(drafters, config, branching=self._tree_attention)
 

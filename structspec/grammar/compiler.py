@@ -77,7 +77,7 @@ def compile_rules(
         order = list(graph)
         inline = _inlinable(rules, order, graph) - given.keys() - blocks
         compiled = [name for name in order if name not in inline or name == root]
-        own = [None if name in given else _rule_dfa(rules, graph, inline, name) for name in compiled]
+        own = [None if name in given else _rule_dfa(rules, inline, name) for name in compiled]
         symbols = (sym for dfa in own if dfa is not None for _, moves in dfa.calls for sym, _ in moves)
         token_refs = tuple(dict.fromkeys(sym for sym in symbols if isinstance(sym, TokenRef)))
         plan = (table, compiled, own, token_refs)
@@ -88,16 +88,27 @@ def compile_rules(
     return _assemble(compiled, dfas, root, token_refs)
 
 
-def _rule_dfa(table: Mapping[str, Rule], graph: Mapping[str, Collection[str]], inline: set[str], name: str) -> _Layout:
-    """The automaton of one rule, from the process-wide cache when the same rule text (with
-    the same inlined callees) was compiled before: most schema grammars share the JSON helpers
-    (``string``, ``number``, ``value`` ...), so their automata are built once per process."""
-    key = _shape(table[name].body, _inlined_callees(table, graph, inline, name))
+def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _Layout:
+    """The automaton of one rule, from the process-wide cache when a rule of the same shape
+    (see :func:`_shape`) was compiled before: most schema grammars share the JSON helpers
+    (``string``, ``number``, ``value`` ...), and many repeat one property's rules under each
+    property's name, so their automata are built once per process."""
+    key, named = _shape(table, inline, table[name].body)
     dfa = _DFA_CACHE.get(key, None)
     if dfa is None:
-        dfa = _build_dfa(table, inline, table[name])
+        dfa = _build_dfa(table, inline, table[name])._replace(named=named)
         _DFA_CACHE.put(key, dfa)
-    return dfa
+    return dfa if dfa.named == named else _renamed(dfa, named)
+
+
+def _renamed(dfa: _Layout, named: tuple[str, ...]) -> _Layout:
+    """``dfa``, built for a rule of the same shape, with its calls to ``dfa.named`` made to
+    the rules of ``named`` (the same numbering)."""
+    names = dict(zip(dfa.named, named, strict=True))
+    calls = tuple(
+        (q, tuple((s if isinstance(s, TokenRef) else names[s], t) for s, t in moves)) for q, moves in dfa.calls
+    )
+    return dfa._replace(calls=calls, named=named)
 
 
 def _build_dfa(table: Mapping[str, Rule], inline: set[str], rule: Rule) -> _Layout:
@@ -124,20 +135,29 @@ def _given_dfa(automaton: ByteAutomaton) -> _Layout:
     return _Layout(byte_class, None, (), automaton.final, has_bytes, moves)
 
 
-def _shape(body: Expr, callees: tuple[tuple[str, Expr], ...]) -> tuple:
-    """A rule's cache key: its body and its inlined callees' (name, body) as one flat tuple of
-    strings and numbers, in prefix order with arities (so it reads back to one tree). Flat,
-    the keys cost no per-node objects while cached, and the collector skips them."""
+def _shape(table: Mapping[str, Rule], inline: Collection[str], body: Expr) -> tuple[tuple, tuple[str, ...]]:
+    """A rule's cache key, and the names of the rules it refers to in the order the key numbers
+    them. The key is the body, then the body of each rule inlined into it (directly or through
+    others), as one flat tuple of strings and numbers in prefix order with arities (so it reads
+    back to one tree); a reference is written as inlined or called and the referred rule's
+    number (by first reference), not its name, so rules that differ only in the names of the
+    rules they refer to share a key (their automata differ only in those names). Flat, the keys
+    cost no per-node objects while cached, and the collector skips them."""
     atoms: list = []
+    numbers: dict[str, int] = {}
+    named: list[str] = []
     todo: list = [body]
-    for name, callee in callees:
-        todo += [callee, name]
-    todo.reverse()
-    while todo:
+    written = 0  # referred rules whose inlined body is queued (or that are called)
+    while todo or written < len(named):
+        if not todo:
+            name = named[written]
+            written += 1
+            if name in inline:
+                atoms += ("=", numbers[name])
+                todo.append(table[name].body)
+            continue
         node = todo.pop()
-        if isinstance(node, str):
-            atoms += ("=", node)
-        elif isinstance(node, (Seq, Alt)):
+        if isinstance(node, (Seq, Alt)):
             atoms += ("S" if isinstance(node, Seq) else "A", len(node.items))
             todo.extend(reversed(node.items))
         elif isinstance(node, Rep):
@@ -146,27 +166,17 @@ def _shape(body: Expr, callees: tuple[tuple[str, Expr], ...]) -> tuple:
         elif isinstance(node, Lit):
             atoms += ("L", node.text)
         elif isinstance(node, Ref):
-            atoms += ("R", node.name)
+            number = numbers.get(node.name)
+            if number is None:
+                number = numbers[node.name] = len(named)
+                named.append(node.name)
+            atoms += ("I" if node.name in inline else "R", number)
         elif isinstance(node, TokenRef):
             atoms += ("T", node.token, node.negated)
         else:
             ranges = node.code_points() if isinstance(node, CharClass) else node.charset.ranges
             atoms += ("C", len(ranges), *(bound for pair in ranges for bound in pair))
-    return tuple(atoms)
-
-
-def _inlined_callees(
-    table: Mapping[str, Rule], graph: Mapping[str, Collection[str]], inline: set[str], name: str
-) -> tuple[tuple[str, Expr], ...]:
-    """``(name, body)`` of every rule inlined into ``name``, directly or through others."""
-    found: dict[str, Expr] = {}
-    todo = [name]
-    while todo:
-        for callee in graph[todo.pop()]:
-            if callee in inline and callee not in found:
-                found[callee] = table[callee].body
-                todo.append(callee)
-    return tuple(sorted(found.items(), key=lambda item: item[0]))
+    return tuple(atoms), tuple(named)
 
 
 def _blocked(table: Mapping[str, Rule], given: Collection[str] = ()) -> tuple[Mapping[str, Rule], set[str]]:
@@ -366,6 +376,8 @@ class _Bytes:
         by_mask: dict[int, set[int]] = {}  # edges grouped first: a wide alternation shares a few masks
         for mask, target in edges:
             by_mask.setdefault(mask, set()).add(target)
+        if len(by_mask) == 1:  # the common case: nothing to refine
+            return list(by_mask.items())
         pieces: list[tuple[int, set[int]]] = []
         for mask, targets in by_mask.items():
             pieces = _refine(pieces, mask, targets)
@@ -426,6 +438,7 @@ class _Layout(NamedTuple):
     final: np.ndarray
     has_bytes: np.ndarray  # [state]: whether it moves on some byte
     moves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a given automaton's (src, byte, dst)
+    named: tuple[str, ...] = ()  # the rules it refers to, numbered as in its cache key (see _shape)
 
 
 def _refine(pieces: list[tuple[int, set[int]]], mask: int, targets: set[int]) -> list[tuple[int, set[int]]]:

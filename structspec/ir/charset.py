@@ -75,19 +75,31 @@ class CharSet:
         return any(lo <= code_point <= hi for lo, hi in self.ranges)
 
     def __or__(self, other: CharSet) -> CharSet:
-        return CharSet.of(self.ranges + other.ranges)
+        if not other.ranges or self.ranges == other.ranges:
+            return self
+        if not self.ranges:
+            return other
+        return CharSet(merge_ranges(self.ranges + other.ranges))  # both clipped already
 
     def __and__(self, other: CharSet) -> CharSet:
+        a, b = self.ranges, other.ranges
+        if not a or not b or a[-1][1] < b[0][0] or b[-1][1] < a[0][0]:
+            return EMPTY
+        if a == b:
+            return self
         out: list[tuple[int, int]] = []
         i = j = 0
-        a, b = self.ranges, other.ranges
-        while i < len(a) and j < len(b):
-            lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-            if lo <= hi:
-                out.append((lo, hi))
-            if a[i][1] < b[j][1]:
+        n, m = len(a), len(b)
+        while i < n and j < m:
+            (alo, ahi), (blo, bhi) = a[i], b[j]
+            lo = alo if alo > blo else blo
+            if ahi < bhi:
+                if lo <= ahi:
+                    out.append((lo, ahi))
                 i += 1
             else:
+                if lo <= bhi:
+                    out.append((lo, bhi))
                 j += 1
         return CharSet(tuple(out))
 

@@ -43,6 +43,23 @@ WHITESPACE = ("compact", "flexible")
 PROPERTY_ORDERS = ("schema", "any")
 
 
+ANNOTATIONS = frozenset(
+    {"title", "description", "$comment", "examples", "default", "deprecated", "readOnly", "writeOnly"}
+)
+REFERENCES = ('"$ref"', '"$dynamicRef"', '"$recursiveRef"')
+
+
+def _meaning(node: Any, identity: int) -> Hashable:
+    """See :meth:`Converter.meaning`."""
+    if isinstance(node, dict):
+        node = {key: value for key, value in node.items() if key not in ANNOTATIONS}
+    try:
+        text = json.dumps(node, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return identity
+    return identity if any(marker in text for marker in REFERENCES) else text
+
+
 def _dialect(schema: Any) -> Any:
     """The validator class of the dialect ``schema`` names in ``$schema`` (2020-12 when it names
     none or one ``jsonschema`` does not know)."""
@@ -85,7 +102,9 @@ class Converter:
         fast = fast_validator_class(self._draft, KeySets())
         self._validator = fast(schema, format_checker=self._draft.FORMAT_CHECKER)
         self._node_validators: dict[int, Any] = {}
-        self._valid: dict[tuple[int, str], bool] = {}
+        self._valid: dict[tuple[Hashable, str], bool] = {}
+        self._meanings: dict[int, Hashable] = {}
+        self.derived: dict[Hashable, Any] = {}  # emitters' results keyed by node meanings
         self._pinned: dict[int, Any] = {}
         self._values: dict[tuple[tuple[str, int], ...], MaybeExpr] = {}
         self._defs: dict[str, Ref] = {}
@@ -104,7 +123,7 @@ class Converter:
         """Whether ``jsonschema`` accepts ``value`` under the node at ``loc``."""
         check()
         node = self._pin(loc.node)
-        key = (node, json.dumps(value, sort_keys=True))
+        key = (self.meaning(loc), json.dumps(value, sort_keys=True))
         if key not in self._valid:
             validator = self._node_validators.get(node)
             if validator is None:
@@ -114,6 +133,17 @@ class Converter:
             except (RecursionError, referencing.exceptions.Unresolvable, TypeError, re.error) as exc:
                 raise SchemaError(f"cannot check values against this schema: {exc}", loc.pointer, "") from None
         return self._valid[key]
+
+    def meaning(self, loc: Loc) -> Hashable:
+        """A key that two nodes share only when they accept the same values: the node's JSON
+        without annotations when it refers to nothing (no ``$ref``, ``$dynamicRef`` or
+        ``$recursiveRef`` anywhere in it), else the node's identity. Schemas often repeat one
+        subschema under many properties, titles aside; checks on values are then done once."""
+        node = self._pin(loc.node)
+        found = self._meanings.get(node)
+        if found is None:
+            found = self._meanings[node] = _meaning(loc.node, node)
+        return found
 
     def _same_dialect(self, node: Any) -> Any:
         """``node`` without a ``$schema`` naming the document's own dialect: ``evolve`` would

@@ -11,6 +11,7 @@ floating-point test (:func:`float_safe_steps`). Anything else is relaxed or refu
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Protocol
@@ -50,6 +51,9 @@ MAX_BINARY_BITS = 8  # divisors down to 1/256 of a unit: at most 255 fraction ta
 
 class NumberHost(Protocol):
     builder: GrammarBuilder
+    derived: dict[Hashable, Any]
+
+    def meaning(self, loc: Loc) -> Hashable: ...
 
     def relax(self, pointer: str, keyword: str, message: str) -> None: ...
 
@@ -131,17 +135,21 @@ def _integers(
     wanted = [v for v in excluded if float(v).is_integer()]
     if not moduli and not wanted:
         return expr
-    try:
-        dfa = integer_multiples(expr, moduli) if moduli else dfa_from_regex(expr, search=False)
-        if wanted:
-            dfa = difference(dfa, dfa_from_strings(str(int(v)) for v in wanted))
-    except TooComplexError as exc:
-        host.relax(
-            divisors[0][1].pointer("multipleOf") if divisors else facets[0].loc.pointer,
-            "multipleOf",
-            str(exc),
-        )
-        return expr
+    key = ("integer multiples", low, high, tuple(moduli), tuple(wanted))
+    dfa = host.derived.get(key)
+    if dfa is None:  # the same integer schema under many properties: built once
+        try:
+            dfa = integer_multiples(expr, moduli) if moduli else dfa_from_regex(expr, search=False)
+            if wanted:
+                dfa = difference(dfa, dfa_from_strings(str(int(v)) for v in wanted))
+        except TooComplexError as exc:
+            host.relax(
+                divisors[0][1].pointer("multipleOf") if divisors else facets[0].loc.pointer,
+                "multipleOf",
+                str(exc),
+            )
+            return expr
+        host.derived[key] = dfa
     return emit_dfa(dfa, chars, host, f"{name}-int")
 
 
@@ -235,15 +243,20 @@ def _listed_fractions(
             return None
         binary = _binary_multiples(host, types, lower, upper, divisors, excluded, name)
     bits = _binary_bits(step) if binary is not None else None
-    spellings = []
-    for k in range(window[0], window[1] + 1):
-        check()
-        value = float(k * step)
-        if value.is_integer() or (bits is not None and (Fraction(value) * 2**bits).denominator == 1):
-            continue  # integers and exact binary multiples are spelled elsewhere
-        if all(host.is_valid(value, f.loc) for f in facets if f.positive):
-            spellings.append(format(Decimal(repr(value)), "f"))  # 0.00001, never 1e-05
-    listed = emit_dfa(dfa_from_strings(spellings), chars, host, f"{name}-frac") if spellings else None
+    positive = [f for f in facets if f.positive]
+    key = ("listed fractions", step, window, bits, tuple(host.meaning(f.loc) for f in positive))
+    if key not in host.derived:  # the same number schema under many properties: listed once
+        spellings = []
+        for k in range(window[0], window[1] + 1):
+            check()
+            value = float(k * step)
+            if value.is_integer() or (bits is not None and (Fraction(value) * 2**bits).denominator == 1):
+                continue  # integers and exact binary multiples are spelled elsewhere
+            if all(host.is_valid(value, f.loc) for f in positive):
+                spellings.append(format(Decimal(repr(value)), "f"))  # 0.00001, never 1e-05
+        host.derived[key] = dfa_from_strings(spellings) if spellings else None
+    dfa = host.derived[key]
+    listed = emit_dfa(dfa, chars, host, f"{name}-frac") if dfa is not None else None
     return alt(listed, binary)
 
 
@@ -295,10 +308,14 @@ def _binary_multiples(
     expr = exact_binary_fractions(bits, int_digits, integral="integer" in types)
     low, high = bounds
     if (low is not None and low > -(10**int_digits)) or (high is not None and high < 10**int_digits):
-        try:
-            dfa = intersect(dfa_from_regex(expr, search=False), dfa_from_regex(decimal_range(*bounds), search=False))
-        except TooComplexError:
-            return None
-        return emit_dfa(dfa, chars, host, f"{name}-frac")
+        key = ("binary multiples", bits, int_digits, "integer" in types, bounds)
+        if key not in host.derived:  # the same bounds under many properties: built once
+            try:
+                within = dfa_from_regex(decimal_range(*bounds), search=False)
+                host.derived[key] = intersect(dfa_from_regex(expr, search=False), within)
+            except TooComplexError:
+                host.derived[key] = None
+        dfa = host.derived[key]
+        return None if dfa is None else emit_dfa(dfa, chars, host, f"{name}-frac")
     return expr
 

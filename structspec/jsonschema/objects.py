@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Hashable
 from typing import Any, Protocol
 
 from structspec.budget import check
@@ -53,6 +54,7 @@ NO_WITNESS, WITNESSED, LAST_REPEATABLE = 0, 1, 2  # member automaton: where the 
 
 class ObjectHost(Protocol):
     builder: GrammarBuilder
+    derived: dict[Hashable, Any]
     ws: MaybeExpr
     any_order: bool
 
@@ -247,7 +249,7 @@ def _witness_member(
     """Members of one group whose name avoids the witness's patterns and whose value fails
     the negated ``additionalProperties`` schema."""
     for pattern in witness["patterns"]:
-        keys = intersect(keys, complement(pattern_language(pattern).dfa()))
+        keys = intersect(keys, pattern_language(pattern).complement_dfa)
     if keys.empty:
         return None
     value_locs = locs + ([witness["not"]] if witness["not"] is not None else [])
@@ -286,19 +288,38 @@ def _key_language(
     if every:
         dfa = names if names is not None else dfa_length(0, None)
     else:
-        dfa = DFA((), ())
-        for chosen in subsets:
-            part = dfa_length(0, None)
-            for n, (_, pattern) in enumerate(patterns):
-                lang = pattern_language(pattern).dfa()
-                part = intersect(part, lang if n in chosen else complement(lang))
-            dfa = union(dfa, part)
+        listed = tuple(pattern for _, pattern in patterns)
+        matched = tuple(tuple(n in chosen for n in range(len(listed))) for chosen in subsets)
+        key = ("matched by any", listed, matched)
+        if key not in host.derived:  # objects with the same patternProperties: built once
+            dfa = DFA((), ())
+            for one in matched:
+                dfa = union(dfa, _matched_by(host, listed, one))
+            host.derived[key] = dfa
+        dfa = host.derived[key]
         if names is not None:
             dfa = intersect(dfa, names)
     if known:
-        others = complement(dfa_from_strings(known))
+        key = ("other names", tuple(known))
+        if key not in host.derived:  # objects often declare the same properties: built once
+            host.derived[key] = complement(dfa_from_strings(known))
+        others = host.derived[key]
         dfa = others if every and names is None else intersect(dfa, others)
     return dfa
+
+
+def _matched_by(host: ObjectHost, patterns: tuple[str, ...], matched: tuple[bool, ...]) -> DFA:
+    """Names that each of ``patterns`` matches or not, as ``matched`` says. Kept for the
+    conversion: the groups of one object, and objects with the same ``patternProperties``,
+    share the prefixes."""
+    if not patterns:
+        return dfa_length(0, None)
+    key = ("matched by", patterns, matched)
+    if key not in host.derived:
+        language = pattern_language(patterns[-1])
+        last = language.dfa() if matched[-1] else language.complement_dfa
+        host.derived[key] = intersect(_matched_by(host, patterns[:-1], matched[:-1]), last)
+    return host.derived[key]
 
 
 def _key_expr(host: ObjectHost, keys: DFA, base: str) -> MaybeExpr:

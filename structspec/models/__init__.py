@@ -77,8 +77,8 @@ def load(name_or_path: str | Path, *, device: str = "auto", dtype: Any = "auto")
     GPUs that have it, float16 on others, float32 on the CPU; or ``float32``, ``bfloat16``,
     ``float16``, or a ``torch.dtype``). Raises ``ValueError`` for a device or dtype it cannot
     give (CUDA asked for but absent), ``OSError`` naming the source when a bundled folder has
-    no weights, or when a hub id cannot be fetched (the hub is unreachable offline and nothing
-    is in the local cache).
+    no weights, or when a hub id cannot be fetched (offline, when the hub cannot be reached, it
+    is read from the local cache only, and an id not there fails at once).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -89,13 +89,36 @@ def load(name_or_path: str | Path, *, device: str = "auto", dtype: Any = "auto")
         raise OSError(f"the bundled demo model has no weights at {source}; run tools/train_demo_models.py")
     if isinstance(source, str) and (source.startswith((".", "/", "~")) or source.count("/") > 1):
         raise OSError(f"{source!r} is neither a local folder nor a hub id (owner/name)")
+    # Offline, a hub id is read from the local cache only: the hub client would otherwise retry
+    # an unreachable host for about a minute before giving up.
+    cached_only = isinstance(source, str) and not hub_reachable()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=cached_only)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=cached_only)
     except OSError as exc:
         if isinstance(source, Path):
             raise
-        raise OSError(
-            f"cannot load {source!r} from the Hugging Face hub or its local cache (offline?): {exc}"
-        ) from exc
+        if cached_only:
+            raise OSError(f"{source!r} is not in the local Hugging Face cache, and the hub cannot be reached "
+                          "(offline?)") from exc
+        raise OSError(f"{source!r} could not be fetched from the Hugging Face hub: {exc}") from exc
     return model.to(where).eval(), tokenizer
+
+
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Whether the Hugging Face hub (``HF_ENDPOINT``; never with ``HF_HUB_OFFLINE`` set) answers
+    a TCP connection within ``timeout_s``."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlsplit(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout_s):
+            return True
+    except OSError:  # no route, no name resolution, refused, timed out
+        return False

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from structspec.ir.automaton import DFA, dfa_from_regex, emit_dfa
+from structspec.ir.automaton import DFA, complement, dfa_from_regex, emit_dfa
 from structspec.ir.charset import ANY, CharSet
 from structspec.ir.expr import (
     Alt,
@@ -68,6 +68,11 @@ class PatternLanguage:
     def dfa(self) -> DFA:
         """The language as a minimal DFA (computed once per pattern)."""
         return self.dfa_cached
+
+    @functools.cached_property
+    def complement_dfa(self) -> DFA:
+        """The strings the pattern rejects, as a minimal DFA (computed once per pattern)."""
+        return complement(self.dfa())
 
 
 @functools.lru_cache(maxsize=512)

@@ -23,7 +23,7 @@ from tiny_models import one_thread, tiny_llama, tokenizer
 
 from structspec.generation import Generator, SpecConfig
 from structspec.generation.batch import WAIT_FOR_PREFIX
-from structspec.generation.batch_cache import BatchCache
+from structspec.generation.batch_cache import ALONE_GAIN, KEPT_ROWS, BatchCache
 from structspec.generation.cache import CachedModel, common_prefix
 from structspec.generation.sequence import Request
 
@@ -122,7 +122,7 @@ def test_demo_pair_rows_with_draft_trees_are_token_identical() -> None:
 
 def test_a_row_joining_with_a_shared_prompt_waits_a_step_to_share_it() -> None:
     """Two prompts sharing more than WAIT_FOR_PREFIX tokens join together: the second waits one
-    step, then holds the first one's slots of the shared part; both decode as alone."""
+    step, then holds a copy of the first one's cache for the shared part; both decode as alone."""
     gen = _generator()
     requests = [Request(PROMPTS[0] + tail, GBNF, max_new_tokens=12) for tail in (" One.", " Two!")]
     batch = gen.batch()
@@ -131,9 +131,11 @@ def test_a_row_joining_with_a_shared_prompt_waits_a_step_to_share_it() -> None:
     batch.add(second)
     batch.step()
     assert batch.rows == [first] and len(batch) == 2
+    forward, held = batch.cache.logits, []
+    batch.cache.logits = lambda feeds: held.append([list(t) for t in batch.cache.tokens]) or forward(feeds)
     batch.step()
     shared = common_prefix(first.decoding.sequence, second.decoding.sequence, len(second.decoding.sequence))
-    assert shared >= WAIT_FOR_PREFIX and batch.cache.slots[1][:shared] == batch.cache.slots[0][:shared]
+    assert shared >= WAIT_FOR_PREFIX and held[0][1] == second.decoding.sequence[:shared]  # held, not fed
     while len(batch):
         batch.step()
     for request, row in zip(requests, (first, second), strict=True):
@@ -205,6 +207,7 @@ TREES = st.lists(st.integers(-1, 6), min_size=0, max_size=6).map(
 )
 
 
+@pytest.mark.parametrize("alone_gain", [0, ALONE_GAIN])  # 0: any longer feed is attended on its own
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 @settings(max_examples=20, deadline=None)
 @given(
@@ -212,25 +215,26 @@ TREES = st.lists(st.integers(-1, 6), min_size=0, max_size=6).map(
     st.lists(st.tuples(TREES, st.integers(0, 6)), min_size=3, max_size=3),
     st.data(),
 )
-def test_packed_rows_see_only_their_own_tokens(attention: str, prompts, rounds, data) -> None:
+def test_rows_see_only_their_own_tokens(attention: str, alone_gain: int, prompts, rounds, data) -> None:
     """Each round feeds every row its pending tokens (a row's first: the part of its prompt it
     does not share) plus a draft tree and keeps a random branch; every row's logits match a
     fresh single-sequence cache of the same sequence and tree. Rows that join after the first
-    round extend the first row's prompt and hold its slots rather than new ones."""
+    round extend the first row's prompt and start with a copy of its cache for the shared part."""
     model = _small(attention)
     joining = [prompts[0][: len(prompts[0]) // 2 + 1] + p for p in prompts[1:]]
     cache = BatchCache(model, VOCAB)
-    cache.slack = 0  # compact as soon as holes outnumber live slots
+    cache.alone_gain = alone_gain
     cache.add([p[:-1] for p in prompts])
     sequences = [list(p) for p in prompts]
     for index, (parents, drop) in enumerate(rounds):
         if index == 1 and joining:
             held = [cache.held(p[:-1]) for p in joining]
-            before = [list(slots) for slots in cache.slots]
             cache.add([p[:-1] for p in joining])
             for row, prompt, (shared, source) in zip(range(len(sequences), len(cache)), joining, held, strict=True):
-                assert shared >= min(len(prompts[0]) // 2 + 1, len(prompt) - 1)
-                assert cache.slots[row] == before[source][:shared] and cache.tokens[row] == prompt[:shared]
+                assert shared >= min(len(prompts[0]) // 2 + 1, len(prompt) - 1) and cache.tokens[row] == prompt[:shared]
+                for layer in cache.cache.layers:
+                    place = cache.places[row]
+                    assert torch.equal(layer.keys[place, :, :shared], layer.keys[source, :, :shared])
             sequences += [list(p) for p in joining]
         feeds = []
         for row, sequence in enumerate(sequences):
@@ -254,4 +258,35 @@ def test_packed_rows_see_only_their_own_tokens(attention: str, prompts, rounds, 
             gone = 1 + drop % (len(sequences) - 1)  # the first row stays: later rows share its prompt
             cache.retain([r for r in range(len(sequences)) if r != gone])
             del sequences[gone]
-        cache.tidy()
+
+
+def test_rows_that_left_are_kept_for_later_prompts_to_share() -> None:
+    """A row that leaves stays in the cache (the latest KEPT_ROWS of them): a prompt joining
+    later starts out holding the prefix it shares with it, and its logits are those of a fresh
+    single-sequence cache."""
+    model = _small("sdpa")
+    cache = BatchCache(model, VOCAB)
+
+    def fed(tokens: list[int]) -> tuple[list[int], list[int], int]:
+        return tokens, list(range(-1, len(tokens) - 1)), 1
+
+    first = [3, 1, 4, 1, 5, 9, 2, 6]
+    cache.add([first])
+    cache.logits([fed(first)])
+    cache.keep(0, list(range(len(first))))
+    cache.retain([])
+    assert len(cache) == 0 and [tokens for tokens, _ in cache.kept] == [first]
+    later = [*first[:5], 7, 7]
+    assert cache.held(later) == (5, cache.kept[0][1])
+    cache.add([later])
+    assert cache.tokens[0] == later[:5]
+    got = cache.logits([fed(later[5:])])[0]
+    torch.testing.assert_close(got, _alone(model, later, [], []), atol=1e-4, rtol=1e-4)
+    cache.keep(0, [0, 1])
+    for token in (8, 9, 10):  # more rows come and go: only the latest KEPT_ROWS stay
+        cache.retain([])
+        cache.add([[token] * 3])
+        cache.logits([fed([token] * 3)])
+        cache.keep(0, [0, 1, 2])
+    cache.retain([])
+    assert [tokens for tokens, _ in cache.kept] == [later, [8] * 3, [9] * 3, [10] * 3][-KEPT_ROWS:]

@@ -102,6 +102,45 @@ def test_greedy_speculative_is_token_identical(tokenizer_name: str, constraint, 
                 assert result.stats.acceptance_rate == 1.0  # a draft equal to the target is always right
 
 
+def test_a_draft_model_cache_starts_from_the_prefix_shared_with_an_earlier_sequence() -> None:
+    """A new sequence's draft-model cache copies what the latest sequences' caches hold of its
+    prompt: its first draft forward feeds only the rest, and the output stays what plain
+    decoding gives."""
+    tok = tokenizer("gpt2")
+    target, drafter = tiny_llama(len(tok), 0), tiny_llama(len(tok), 5)
+    gen = Generator(target, tok, draft_model=drafter)
+    fed: list[int] = []
+    drafter.register_forward_hook(lambda module, args, kwargs, out: fed.append(kwargs["input_ids"].shape[1]),
+                                  with_kwargs=True)
+    gen.generate(PROMPT, GBNF, max_new_tokens=12, speculative=_spec(("draft",)))
+    prompt_length = fed[0]
+    other = PROMPT[:-4] + " blue, 7."
+    fed.clear()
+    result = gen.generate(other, GBNF, max_new_tokens=12, speculative=_spec(("draft",)))
+    shared = len(tok(PROMPT[:-4])["input_ids"]) - 1
+    assert fed and fed[0] < prompt_length - shared // 2
+    assert result.token_ids == Generator(target, tok).generate(other, GBNF, max_new_tokens=12).token_ids
+
+
+def test_adopting_a_cache_holds_the_shared_prefix_and_gives_the_same_logits() -> None:
+    from structspec.generation.cache import CachedModel
+
+    model = tiny_llama(64, 3)
+    donor = CachedModel(model, 64)
+    donor.logits([5, 6, 7, 8, 9, 10], 1)
+    sequence = [5, 6, 7, 8, 20, 21]
+    adopted = CachedModel(model, 64)
+    adopted.adopt(donor, sequence)
+    assert adopted.tokens == [5, 6, 7, 8]
+    torch.testing.assert_close(adopted.logits(sequence, 2), CachedModel(model, 64).logits(sequence, 2),
+                               atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="only an empty cache"):
+        adopted.adopt(donor, sequence)
+    whole = CachedModel(model, 64)
+    whole.adopt(donor, [5, 6, 7, 8, 9, 10])
+    assert whole.tokens == [5, 6, 7, 8, 9]  # all but the last token: something is left to feed
+
+
 # -- sampling ----------------------------------------------------------------------------------
 
 SAMPLING_GRAMMAR = 'root ::= [ab] " ab" [ab]?'

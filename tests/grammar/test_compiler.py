@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from structspec import Grammar
 from structspec.grammar import compiler
@@ -120,3 +122,63 @@ def test_equal_rules_share_one_cached_automaton_however_their_classes_are_writte
     Grammar.from_gbnf('root ::= [a-c] "x"')
     Grammar.from_gbnf('root ::= [abc] "x"')
     assert len(compiler._DFA_CACHE) == 1
+
+
+def test_rules_that_differ_only_in_the_names_they_call_share_one_automaton() -> None:
+    """``a`` and ``b`` have one shape (a literal, then a call): one cached automaton serves
+    both, and each grammar rule still calls its own callee."""
+    compiler._DFA_CACHE.clear()
+    text = 'root ::= a "," b\na ::= "x" c\nb ::= "x" d\nc ::= "y" | "{" a "}"\nd ::= "z" | "{" b "}"\n'
+    grammar = Grammar.from_gbnf(text)
+    assert len(compiler._DFA_CACHE) == 4  # root, a and b, c, d
+    assert grammar.matches("xy,xz") and grammar.matches("x{xy},x{x{xz}}")
+    assert not grammar.matches("xz,xy") and not grammar.matches("x{xz},xz")
+    assert layout(grammar.ruleset) == layout(fresh(text))
+
+
+def _body(names: list[str]) -> st.SearchStrategy[str]:
+    """GBNF bodies over literals, classes and references to ``names``."""
+    leaf = st.one_of(
+        st.sampled_from(['"a"', '"bc"', "[0-9]", "[^x]", '"\\""']),
+        st.sampled_from(names),
+    )
+    return st.recursive(
+        leaf,
+        lambda inner: st.one_of(
+            st.lists(inner, min_size=2, max_size=3).map(" ".join),
+            st.lists(inner, min_size=2, max_size=3).map(lambda items: "(" + " | ".join(items) + ")"),
+            st.tuples(inner, st.sampled_from(["*", "?", "+", "{2}", "{1,3}"])).map(lambda p: f"({p[0]}){p[1]}"),
+        ),
+        max_leaves=6,
+    )
+
+
+@st.composite
+def _grammars(draw: st.DrawFn) -> list[tuple[str, str]]:
+    """Rules ``r0 .. rn``, each referring only to later ones (plus a recursive one), so some
+    are inlined and some called."""
+    count = draw(st.integers(2, 5))
+    rules = []
+    for i in range(count):
+        later = [f"r{j}" for j in range(i + 1, count)] or ['"z"']
+        rules.append((f"r{i}", draw(_body(later))))
+    rules.append(("loop", f'"(" (loop | {rules[-1][0]}) ")" | "."'))
+    rules[0] = ("r0", f"{rules[0][1]} loop")
+    return rules
+
+
+@settings(max_examples=60, deadline=None)
+@given(_grammars(), st.sampled_from(["p", "q-x", "zz"]))
+def test_renamed_copies_take_cached_automata_that_equal_fresh_ones(rules: list[tuple[str, str]], prefix: str) -> None:
+    """A grammar compiled after another whose rules are the same up to names takes every
+    automaton from the cache, renamed; the rule set equals the one a cold cache builds."""
+    text = "".join(f"{name} ::= {body}\n" for name, body in [("root", "r0"), *rules])
+    renamed = text
+    for name, _ in sorted(rules, key=lambda rule: -len(rule[0])):
+        renamed = renamed.replace(name, f"{prefix}-{name}")
+    compiler._DFA_CACHE.clear()
+    Grammar.from_gbnf(text)
+    cached = len(compiler._DFA_CACHE)
+    warm = Grammar.from_gbnf(renamed).ruleset
+    assert len(compiler._DFA_CACHE) == cached  # every automaton came from the cache
+    assert layout(warm) == layout(fresh(renamed))

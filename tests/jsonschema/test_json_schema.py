@@ -655,3 +655,47 @@ def test_conversion_work_does_not_depend_on_string_hashing() -> None:
         {"a": {"type": "REPEAT", "content": {"type": "LOOP"}}},
     ]:
         assert grammar.matches(json.dumps(value, separators=(",", ":"))) == judge.is_valid(value), value
+
+
+def test_a_node_means_its_assertions_not_its_annotations() -> None:
+    from structspec.jsonschema.convert import Converter
+    from structspec.jsonschema.resolve import Loc
+
+    nodes = [
+        {"type": "number", "multipleOf": 0.01, "title": "A", "description": "first"},
+        {"type": "number", "multipleOf": 0.01, "title": "B", "examples": [1.5]},
+        {"type": "number", "multipleOf": 0.05},
+        {"$ref": "#/$defs/x", "type": "number", "multipleOf": 0.01},
+        {"$ref": "#/$defs/x", "type": "number", "multipleOf": 0.01},
+    ]
+    converter = Converter({"$defs": {"x": {}}})
+    keys = [converter.meaning(Loc(node, f"/{i}", "")) for i, node in enumerate(nodes)]
+    assert keys[0] == keys[1]  # titles, descriptions and examples aside, the same check
+    assert keys[2] != keys[0]
+    assert keys[3] != keys[4]  # a reference: each node stands for itself
+
+
+CENTS = {"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 5}
+REPEATED_CENTS = {
+    "type": "object",
+    "properties": {key: {**CENTS, "title": key.upper()} for key in "abc"},
+    "additionalProperties": False,
+}
+
+
+@functools.cache
+def repeated_cents_grammar() -> Grammar:
+    return compile_schema(REPEATED_CENTS)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(-50, 700), st.sampled_from(["a", "b", "c"]))
+def test_a_number_schema_repeated_under_many_properties_is_exact_under_each(cents: int, key: str) -> None:
+    """The multiples listed once for the three properties (titles aside, one schema) are
+    exact under every one of them: each value's shortest spelling is accepted exactly when
+    ``jsonschema`` accepts the value, and a spelling off the grid never is."""
+    value = cents / 100
+    shortest = str(cents // 100) if cents % 100 == 0 else format(Decimal(repr(value)), "f")
+    document = f'{{"{key}":{shortest}}}'
+    assert repeated_cents_grammar().matches(document) == referee(REPEATED_CENTS).is_valid(json.loads(document))
+    assert not repeated_cents_grammar().matches(f'{{"{key}":{value + 0.001:.3f}}}')

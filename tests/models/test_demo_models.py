@@ -153,6 +153,27 @@ def test_resolve_aliases_and_bad_names(tmp_path):
         load(str(tmp_path / "missing"))
 
 
+def test_an_unreachable_hub_fails_at_once_for_an_id_not_cached(monkeypatch):
+    import structspec.models as models
+
+    monkeypatch.setattr(models, "hub_reachable", lambda: False)
+    with pytest.raises(OSError, match="'owner/not-cached' is not in the local Hugging Face cache, and the hub "
+                                      "cannot be reached"):
+        load("owner/not-cached")
+
+
+def test_hub_reachable_is_false_offline_or_when_nothing_answers(monkeypatch):
+    from huggingface_hub import constants
+
+    from structspec.models import hub_reachable
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert not hub_reachable()
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # the discard port: refused here
+    assert not hub_reachable(timeout_s=1.0)
+
+
 @needs_weights
 def test_demo_models_load_as_one_family():
     import torch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, tokenizer_dir
 
 sys.path.insert(0, str(REPO / "tools"))
 
@@ -99,3 +99,21 @@ def test_demo_evaluation_sorts_fields_by_kind_and_marks_copied_strings() -> None
     on = {**off, "grounding": "on", "per_kind": {"number": {"fields_right": 1.0, "fields": 2}}, "fields_right": 1.0}
     table = ev.grounding_table([off, on])
     assert "| number | 2 | 50.0% | 100.0% (+50.0) |" in table
+
+
+def test_gpu_bench_saves_a_random_llama_shaped_model_the_loader_reads(tmp_path, monkeypatch) -> None:
+    import bench_gpu
+    import torch
+
+    from structspec.generation import Generator
+    from structspec.models import load
+
+    tokenizer_dir("llama3")  # skips without the shared assets
+    monkeypatch.setitem(bench_gpu.SHAPES, "tiny", (64, 128, 2, 4, 2))
+    assert bench_gpu.main(["--save-model", str(tmp_path), "--sizes", "tiny", "--dtype", "float32"]) == 0
+    model, tokenizer = load(tmp_path, device="cpu")
+    assert model.config.num_hidden_layers == 2 and model.config.vocab_size == len(tokenizer) > 128_000
+    assert next(model.parameters()).dtype == torch.float32
+    result = Generator(model, tokenizer).generate("Say yes.", {"enum": ["yes", "no"]}, max_new_tokens=8)
+    assert result.value in ("yes", "no")
+    assert bench_gpu.main(["--save-model", str(tmp_path / "x"), "--sizes", "1b,8b"]) == 2
