@@ -87,15 +87,18 @@ class StructspecGrammar(PeerGrammar):
 
 class StructspecPeer(Peer):
     """structspec over the same tokenizer; compile time covers schema conversion, GBNF
-    compilation and binding to the vocabulary (the vocabulary itself is built once)."""
+    compilation and binding to the vocabulary (the vocabulary and its token trie are built
+    once, in setup)."""
 
     name = "structspec"
 
     def __init__(self, tokenizer: Any, relaxed: bool) -> None:
         from structspec import Vocabulary
+        from structspec.tokens.trie import token_trie
 
         super().__init__(tokenizer)
         self.vocabulary = Vocabulary.from_tokenizer(tokenizer, vocab_size=self.vocab_size)
+        token_trie(self.vocabulary)  # the vocabulary's token trie, shared by its grammars: set up once, as peers do
         self._relaxed = relaxed
 
     def compile_json_schema(self, schema: dict) -> StructspecGrammar:

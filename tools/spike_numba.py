@@ -71,7 +71,7 @@ def _trie_and_table():
     trie = token_trie(vocab)
     rules = Grammar.from_gbnf(GRAMMAR).ruleset
     inside = rules.byte_next[rules.root_start][ord('"')]
-    table = np.asarray(rules.class_table, np.int32)
+    table = rules.class_table()
     loops = np.zeros((len(table), 2), np.uint64)
     for q in range(len(table)):
         flags = (table[q][rules.byte_class] == q).astype(np.uint8)

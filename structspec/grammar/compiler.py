@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from structspec.grammar.gbnf.diagnostics import Diagnostic
-from structspec.grammar.ruleset import ByteMoves, RuleSet
+from structspec.grammar.ruleset import ByteMoves, RuleSet, shared_move_rows
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef, walk
@@ -487,6 +487,7 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
         np.take(layout.table, columns[r], axis=1, out=rows)
         if offsets[r]:
             rows[rows >= 0] += offsets[r]
+    move_rows, move_row = shared_move_rows(class_table)
     refs: list[tuple[tuple[int, int], ...]] = [()] * total
     token_edges: list[tuple[tuple[int, int], ...]] = [()] * total
     has_refs = np.zeros(total, dtype=bool)
@@ -505,17 +506,17 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
         rule_names=tuple(names),
         rule_start=rule_start,
         root_start=rule_start[index[root]],
-        byte_next=ByteMoves(byte_class, class_table),
+        byte_next=ByteMoves(byte_class, move_rows, move_row),
         refs=tuple(refs),
         token_edges=tuple(token_edges),
-        final=tuple(final.tolist()),
-        rule_of=tuple(np.repeat(np.arange(len(sizes)), sizes).tolist()),
+        final=final.tobytes(),
         token_refs=token_refs,
         byte_class=byte_class,
-        class_table=class_table,
-        movable=tuple(movable.tolist()),
-        sink=tuple((final & ~movable & ~has_refs).tolist()),
-        plain=tuple((has_bytes & ~final & ~has_refs & ~has_tokens).tolist()),
+        move_rows=move_rows,
+        move_row=move_row,
+        movable=movable.tobytes(),
+        sink=(final & ~movable & ~has_refs).tobytes(),
+        plain=(has_bytes & ~final & ~has_refs & ~has_tokens).tobytes(),
     )
 
 

@@ -38,7 +38,7 @@ def rule_completion_costs(rules: RuleSet, spellable: np.ndarray) -> list[float]:
     """
     n = rules.n_states
     classes = np.unique(rules.byte_class[spellable])
-    table = rules.class_table[:, classes]
+    table = rules.class_table(classes)
     src, col = np.nonzero(table >= 0)
     keys = [table[src, col].astype(np.int64) * n + src]  # successor * n + predecessor
     token_keys = [target * n + q for q, moves in enumerate(rules.token_edges) for _, target in moves]

@@ -6,18 +6,22 @@ Layout (decided once; states and masks index into it, so changing it is a breaki
   Small non-recursive rules are inlined into their callers first, so most grammars end up
   with a handful of automata; recursion stays as rule references.
 * All automata share one global numbering of *states* ``0..n_states-1``. Per state:
-  ``byte_next[q]`` (dict byte -> state, built on first use from ``class_table``: a large
+  ``byte_next[q]`` (dict byte -> state, built on first use from the move rows below: a large
   grammar has thousands of states and a generation visits few of them), ``refs[q]`` (tuple
   of ``(rule start state, return state)`` pairs: push the rule, continue at the return state
   once it finishes),
-  ``token_edges[q]`` (tuple of ``(token ref index, state)``), ``final[q]`` (the rule may end
-  here) and ``rule_of[q]``. Derived flags: ``movable[q]`` (a stack topped by ``q`` can
+  ``token_edges[q]`` (tuple of ``(token ref index, state)``) and ``final[q]`` (the rule may end
+  here). Derived flags: ``movable[q]`` (a stack topped by ``q`` can
   consume a byte or a token), ``sink[q]`` (final with no moves at all: returning into it just
   pops, so it is never pushed — tail calls keep right-recursive stacks flat) and ``plain[q]``
-  (only byte moves: advancing into it needs no closure work).
-* ``byte_class`` (256 entries) groups bytes that no transition tells apart, and
-  ``class_table[q, c]`` (int32, ``-1`` = no move) is the dense form of ``byte_next`` used by
-  vectorized token-mask code.
+  (only byte moves: advancing into it needs no closure work). Flags are ``bytes``, one per
+  state (0 or 1): read as fast as a tuple, an eighth of its size.
+* ``byte_class`` (256 entries) groups bytes that no transition tells apart. The moves per
+  class are kept relative to the state and shared between states: ``move_rows[move_row[q], c]``
+  is ``target - q`` (``NO_MOVE``: none). The inlined copies of a rule (``string`` under every
+  property) move alike up to their offset, so a schema grammar has a few thousand rows for tens
+  of thousands of states. :meth:`RuleSet.class_table` expands them into the dense
+  ``[state, class]`` table (-1 = no move) for vectorized code.
 
 Nothing here is mutated after construction; parse states only hold state numbers.
 """
@@ -31,23 +35,41 @@ import numpy as np
 
 from structspec.ir.expr import TokenRef
 
+NO_MOVE = np.iinfo(np.int32).min
+"""``move_rows`` entry for no move on a class."""
+
 
 class ByteMoves(dict[int, dict[int, int]]):
-    """``byte_next``: state -> (byte -> next state), read off the dense class table the first
+    """``byte_next``: state -> (byte -> next state), read off the shared move rows the first
     time a state is asked for and kept. A dict subclass so that every later lookup stays a
     plain dict lookup on the byte-by-byte hot path (under threads, two first lookups of a
     state both compute the same dict)."""
 
-    def __init__(self, byte_class: np.ndarray, class_table: np.ndarray) -> None:
+    def __init__(self, byte_class: np.ndarray, move_rows: np.ndarray, move_row: np.ndarray) -> None:
         super().__init__()
         self._byte_class = byte_class
-        self._table = class_table
+        self._rows = move_rows
+        self._row = move_row
 
     def __missing__(self, q: int) -> dict[int, int]:
-        moves = self._table[q][self._byte_class]
-        where = np.flatnonzero(moves >= 0)
-        row = self[q] = dict(zip(where.tolist(), moves[where].tolist(), strict=True))
+        moves = self._rows[self._row[q]]
+        targets = (moves.astype(np.int64) + q).tolist()  # one int object per class, shared by its bytes
+        where = np.flatnonzero(moves[self._byte_class] != NO_MOVE)
+        classes = self._byte_class[where].tolist()
+        row = self[q] = dict(zip(where.tolist(), [targets[c] for c in classes], strict=True))
         return row
+
+
+def shared_move_rows(class_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(move_rows, move_row)`` of a dense class table (int32 ``[state, class]``, -1 = no
+    move): each distinct row of moves relative to its state once, and each state's row."""
+    states = np.arange(len(class_table), dtype=np.int32)[:, None]
+    relative = np.ascontiguousarray(np.where(class_table >= 0, class_table - states, NO_MOVE), dtype=np.int32)
+    if not relative.size:  # no states, or no classes: one empty row at most
+        return relative[:1], np.zeros(len(class_table), dtype=np.int32)
+    whole_rows = relative.view(np.dtype((np.void, relative.itemsize * relative.shape[1]))).ravel()
+    _, first, move_row = np.unique(whole_rows, return_index=True, return_inverse=True)
+    return relative[first], move_row.astype(np.int32)
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,20 +80,34 @@ class RuleSet:
     byte_next: ByteMoves
     refs: tuple[tuple[tuple[int, int], ...], ...]
     token_edges: tuple[tuple[tuple[int, int], ...], ...]
-    final: tuple[bool, ...]
-    rule_of: tuple[int, ...]
+    final: bytes
     token_refs: tuple[TokenRef, ...]
     byte_class: np.ndarray
-    class_table: np.ndarray
-    movable: tuple[bool, ...]
-    sink: tuple[bool, ...]
-    plain: tuple[bool, ...]
+    move_rows: np.ndarray
+    move_row: np.ndarray
+    movable: bytes
+    sink: bytes
+    plain: bytes
     #: Intern table of stack frames (see ``parse_state.frame``); the only mutable part, a cache.
     frames: WeakValueDictionary = field(default_factory=WeakValueDictionary, repr=False)
 
     @property
     def n_states(self) -> int:
         return len(self.final)
+
+    @property
+    def n_classes(self) -> int:
+        return self.move_rows.shape[1]
+
+    def class_table(self, classes: np.ndarray | None = None) -> np.ndarray:
+        """The dense move table, int32 ``[state, class]`` (-1 = no move), for the byte classes
+        ``classes`` (all by default); built anew on each call."""
+        rows = self.move_rows if classes is None else self.move_rows[:, classes]
+        table = rows[self.move_row]
+        moved = table != NO_MOVE
+        table += np.arange(self.n_states, dtype=np.int32)[:, None] * moved
+        table[~moved] = -1
+        return table
 
     def __reduce__(self) -> tuple:
         """Pickled without its caches (``byte_next`` rows, interned frames), which refill on use."""
@@ -80,4 +116,4 @@ class RuleSet:
 
 
 def _unpickle(parts: dict) -> RuleSet:
-    return RuleSet(byte_next=ByteMoves(parts["byte_class"], parts["class_table"]), **parts)
+    return RuleSet(byte_next=ByteMoves(parts["byte_class"], parts["move_rows"], parts["move_row"]), **parts)

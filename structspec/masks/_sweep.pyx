@@ -14,7 +14,7 @@ the way to a mask, and sweeps run with the GIL released (callers serialize calls
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 import numpy as np
 
@@ -23,6 +23,8 @@ cdef enum:
     DEAD = -1
     ERR_STACKS = -3  # more than max_stacks heads: GrammarError E110
     ERR_SIZE = -4  # the tables outgrew their limits (or memory): GrammarError E108
+
+cdef int32_t NO_MOVE = -2147483648  # structspec.grammar.ruleset.NO_MOVE: no move on a class
 
 cdef int MAX_CLOSED = 16  # run states a probed loop set may wander through
 
@@ -102,7 +104,8 @@ cdef class Pushdown:
     """
 
     # grammar (read-only, owned by the numpy arrays kept below)
-    cdef const int32_t[:, ::1] class_table
+    cdef const int32_t[:, ::1] move_rows  # shared rows of moves relative to the state (see move())
+    cdef const int32_t[::1] move_row  # each automaton state's row
     cdef const int32_t[::1] byte_class
     cdef const int32_t[::1] ref_off
     cdef const int32_t[::1] ref_start
@@ -174,12 +177,13 @@ cdef class Pushdown:
         ivec_init(&self.rs_heads); ivec_init(&self.tops); ivec_init(&self.todo); ivec_init(&self.heads)
         ivec_init(&self.stack); ivec_init(&self.found); ivec_init(&self.chars)
 
-    def __init__(self, class_table, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
+    def __init__(self, move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
                  multi_seq, multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
                  int probe_at=256, int chains_after=8, int chain_height=32):
-        self._keep = (class_table, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain, multi_seq,
+        self._keep = (move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain, multi_seq,
                       multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids)
-        self.class_table = class_table
+        self.move_rows = move_rows
+        self.move_row = move_row
         self.byte_class = byte_class
         self.ref_off = ref_off
         self.ref_start = ref_start
@@ -204,12 +208,12 @@ cdef class Pushdown:
             raise ValueError("one byte per trie node")
         self.row_ids = row_ids
         self.ids_p = &self.row_ids[0] if self.row_ids.shape[0] else NULL
-        self.n_states = class_table.shape[0]
+        self.n_states = move_row.shape[0]
         self.max_id = max_of(self.row_ids)
         self.probe_at = probe_at
         self.chains_after = chains_after
         self.chain_height = chain_height
-        self.n_classes = class_table.shape[1]
+        self.n_classes = move_rows.shape[1]
         self.max_frames, self.max_states, self.max_stacks = max_frames, max_states, max_stacks
         self.stamp = self.rs_stamp = 0
         self.n_frames = self.n_runs = 0
@@ -221,8 +225,7 @@ cdef class Pushdown:
             raise MemoryError()
         for i in range(self.n_states):
             self.mb_end[i] = UNKNOWN
-        self.rs_off[0] = 0
-        if self._grow_frames() or self._grow_runs() or self._rehash_frames(1024) or self._rehash_runs(256):
+        if self.reset():
             raise MemoryError()
 
     def __dealloc__(self):
@@ -243,9 +246,14 @@ cdef class Pushdown:
         return (self.cap_frames * 12 + self.fh_cap * 12 + self.cap_runs * (4 * self.n_classes + 8 + 8 + 16 + 10 + 28)
                 + self.rh_cap * 4 + self.rs_heads.cap * 4)
 
+    cdef inline int32_t move(self, int32_t q, int c) noexcept nogil:
+        """Automaton state ``q``'s move on byte class ``c``, DEAD for none."""
+        cdef int32_t d = self.move_rows[self.move_row[q], c]
+        return DEAD if d == NO_MOVE else q + d
+
     # -- storage -----------------------------------------------------------------------------
     cdef int _grow_frames(self) noexcept nogil:
-        cdef Py_ssize_t old = self.cap_frames, new = 4096 if old == 0 else 2 * old
+        cdef Py_ssize_t old = self.cap_frames, new = 4096 if old == 0 else old + old // 2
         if (grow(<void**> &self.f_state, old * 4, new * 4, 0) or grow(<void**> &self.f_parent, old * 4, new * 4, 0)
                 or grow(<void**> &self.f_seen, old * 4, new * 4, 0)):
             return -1
@@ -295,7 +303,7 @@ cdef class Pushdown:
         return found
 
     cdef int _grow_runs(self) noexcept nogil:
-        cdef Py_ssize_t old = self.cap_runs, new = 256 if old == 0 else 2 * old
+        cdef Py_ssize_t old = self.cap_runs, new = 256 if old == 0 else old + old // 2
         cdef Py_ssize_t k = self.n_classes
         if (grow(<void**> &self.rs_off, (old + 1) * 4 if old else 4, (new + 1) * 4, 0)
                 or grow(<void**> &self.rs_hash, old * 8, new * 8, 0)
@@ -381,7 +389,7 @@ cdef class Pushdown:
         for i in range(lo, hi):
             q = self.f_state[self.rs_heads.data[i]]
             for c in range(self.n_classes):
-                if self.class_table[q, c] != q:
+                if self.move(q, c) != q:
                     cls_ok[c] = 0
         for b in range(256):
             ok[b] = cls_ok[self.byte_class[b]]
@@ -454,7 +462,7 @@ cdef class Pushdown:
         self.tops.size = 0
         for i in range(self.rs_off[r], self.rs_off[r + 1]):
             h = self.rs_heads.data[i]
-            q2 = self.class_table[self.f_state[h], c]
+            q2 = self.move(self.f_state[h], c)
             if q2 >= 0:
                 top = self.frame(q2, self.f_parent[h])
                 if top < 0:
@@ -617,7 +625,7 @@ cdef class Pushdown:
         for seq in range(self.multi_seq.shape[0] - 1):
             p = self.multi_seq[seq]
             for k in range(self.multi_pos[p], self.multi_pos[p + 1]):
-                if self.class_table[q, self.multi_cls[k]] >= 0:
+                if self.move(q, self.multi_cls[k]) >= 0:
                     dead = 0
         if dead:
             self.mb_end[q] = DEAD
@@ -630,8 +638,8 @@ cdef class Pushdown:
                 y = UNKNOWN
                 for k in range(self.multi_pos[p], self.multi_pos[p + 1]):
                     if y == UNKNOWN:
-                        y = self.class_table[x, self.multi_cls[k]]
-                    elif self.class_table[x, self.multi_cls[k]] != y:
+                        y = self.move(x, self.multi_cls[k])
+                    elif self.move(x, self.multi_cls[k]) != y:
                         return self._no_char_end(q)
                 if y < 0:
                     return self._no_char_end(q)
@@ -662,7 +670,7 @@ cdef class Pushdown:
         for i in range(self.rs_off[s], self.rs_off[s + 1]):
             q = self.f_state[self.rs_heads.data[i]]
             e = self.char_end(q)
-            if e == UNKNOWN or e == -3 or e != self.class_table[q, c0]:
+            if e == UNKNOWN or e == -3 or e != self.move(q, c0):
                 return 0
         return 1
 
@@ -854,25 +862,28 @@ cdef class Pushdown:
                 stack.size += 2
         return 0
 
-    cdef void clear(self) noexcept nogil:
-        """Forget every frame and run state (the tables keep their memory)."""
-        cdef Py_ssize_t i
-        memset(self.fh_keys, 0xff, self.fh_cap * sizeof(int64_t))
-        memset(self.rh_slots, 0xff, self.rh_cap * sizeof(int32_t))
-        memset(self.f_seen, 0, self.cap_frames * 4)
-        for i in range(self.n_runs * self.n_classes):
-            self.trans[i] = UNKNOWN
-        for i in range(self.n_runs):
-            self.uni_next[i] = UNKNOWN
-        memset(self.jump_len, 0xff, self.n_runs * 4)
-        memset(self.pops, 0, self.n_runs)
-        memset(self.has_loop, 0, self.n_runs)
-        memset(self.loops, 0, self.n_runs * 16)
-        memset(self.visits, 0, self.n_runs * 4)
-        memset(self.rs_seen, 0, self.n_runs * 4)
+    cdef int reset(self) noexcept nogil:
+        """Forget every frame and run state and give their tables' memory back (they grow again
+        from their first size); -1 when memory runs out."""
+        free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_keys); free(self.fh_vals)
+        free(self.rs_hash); free(self.rh_slots); free(self.trans); free(self.pops)
+        free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
+        free(self.uni_next); free(self.uni_words); free(self.jump_len); free(self.jump_to); free(self.rs_heads.data)
+        self.f_state = self.f_parent = self.f_seen = NULL
+        self.fh_keys = NULL
+        self.fh_vals = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
+        self.uni_next = self.jump_len = self.jump_to = NULL
+        self.uni_words = self.rs_hash = self.loops = NULL
+        self.pops = self.has_loop = NULL
+        ivec_init(&self.rs_heads)
         self.n_frames = self.n_runs = 0
-        self.rs_heads.size = 0
+        self.cap_frames = self.cap_runs = 0
+        self.fh_cap = self.rh_cap = 0
         self.stamp = self.rs_stamp = 0
+        self.rs_off[0] = 0
+        if self._grow_frames() or self._grow_runs() or self._rehash_frames(1024) or self._rehash_runs(256):
+            return -1
+        return 0
 
     cdef int32_t state_of(self, const int32_t* states, const int32_t* offsets, Py_ssize_t n_heads,
                           bint accepting) noexcept nogil:
@@ -906,7 +917,7 @@ cdef class Pushdown:
         """OR into ``words`` (packed, bit ``j`` of word ``i`` = token ``32 * i + j``) every text
         token whose bytes the parse state of the given stacks (automaton states, top first:
         ``states[offsets[i]:offsets[i + 1]]`` for stack ``i``) consumes. Past ``max_bytes`` of
-        tables, they are cleared first. Returns 0, or ERR_STACKS / ERR_SIZE (``words`` partial)."""
+        tables, they are emptied and freed first. Returns 0, or ERR_STACKS / ERR_SIZE (``words`` partial)."""
         cdef Py_ssize_t i, n_heads = offsets.shape[0] - 1
         cdef int32_t code
         if n_heads < 0 or (n_heads and (offsets[0] != 0 or offsets[n_heads] != states.shape[0])):
@@ -922,9 +933,11 @@ cdef class Pushdown:
         if not n_heads:
             return 0
         with nogil:
-            if self.nbytes_now() > max_bytes:
-                self.clear()
-            code = self.state_of(&states[0], &offsets[0], n_heads, accepting)
+            code = 0
+            if self.nbytes_now() > max_bytes and self.reset():
+                code = ERR_SIZE
+            if code == 0:
+                code = self.state_of(&states[0], &offsets[0], n_heads, accepting)
             if code >= 0:
                 code = self.sweep(code, &words[0], &self.stack)
         return code
@@ -1019,3 +1032,42 @@ cdef inline void sift(int32_t* a, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
         a[i] = a[child]
         i = child
     a[i] = x
+
+
+cdef inline uint64_t load64(const uint32_t* at) noexcept nogil:
+    """Two consecutive words as one 64-bit value (memcpy: no alignment or aliasing assumed)."""
+    cdef uint64_t x
+    memcpy(&x, at, 8)
+    return x
+
+
+def words_digest(const uint32_t[::1] words):
+    """A 64-bit digest of packed mask words (to find equal masks; not cryptographic): four
+    independent multiply-xor lanes over pairs of words, mixed together at the end."""
+    cdef Py_ssize_t n = words.shape[0], pairs = words.shape[0] // 2, i = 0
+    cdef uint64_t a = 0x9e3779b97f4a7c15ULL ^ <uint64_t> n, b = 0xbf58476d1ce4e5b9ULL
+    cdef uint64_t c = 0x94d049bb133111ebULL, d = 0x2545f4914f6cdd1dULL, k = 0x9fb21c651e98df25ULL
+    cdef const uint32_t* p = &words[0] if n else NULL
+    with nogil:
+        while i + 4 <= pairs:
+            a = (a ^ load64(p + 2 * i)) * k
+            b = (b ^ load64(p + 2 * i + 2)) * k
+            c = (c ^ load64(p + 2 * i + 4)) * k
+            d = (d ^ load64(p + 2 * i + 6)) * k
+            a ^= a >> 29
+            b ^= b >> 29
+            c ^= c >> 29
+            d ^= d >> 29
+            i += 4
+        while i < pairs:
+            a = mix(a ^ load64(p + 2 * i))
+            i += 1
+        if n & 1:
+            a = mix(a ^ words[n - 1])
+        a = mix(a ^ mix(b ^ mix(c ^ mix(d))))
+    return a
+
+
+def same_words(const uint32_t[::1] a, const uint32_t[::1] b):
+    """Whether two packed masks hold the same words."""
+    return a.shape[0] == b.shape[0] and (a.shape[0] == 0 or memcmp(&a[0], &b[0], a.shape[0] * 4) == 0)

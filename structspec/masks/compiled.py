@@ -9,7 +9,9 @@ Design (the hot path; see docs/masks.md for the measurements behind it):
   Token references and end-of-sequence are added on top.
 * Whole-state masks are cached by parse state (stacks are hash-consed by structure), so
   the common case -- the same configuration token after token, e.g. inside a string -- is a
-  dictionary hit.
+  dictionary hit. Equal masks share one array, across states and compiled grammars (found by
+  a native digest of their words, compared in full): the positions of a counted string, and
+  the same schema shapes in different grammars, allow the same tokens.
 
 Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
 """
@@ -17,7 +19,9 @@ Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass
+from functools import partial
 from weakref import WeakValueDictionary
 
 import numpy as np
@@ -30,7 +34,7 @@ from structspec.grammar.tags import StructuralTag
 from structspec.ir.expr import TokenRef
 from structspec.lru import MISSING, BoundedCache
 from structspec.masks.matcher import Matcher
-from structspec.masks.runner import StackRunner
+from structspec.masks.runner import StackRunner, same_words, words_digest
 from structspec.tokens.trie import token_trie
 from structspec.tokens.vocabulary import Vocabulary
 
@@ -93,7 +97,8 @@ class CompiledGrammar:
         every grammar of the vocabulary and not counted. Grows as generation visits new states."""
         rules = self.rules
         return (
-            rules.class_table.nbytes
+            rules.move_rows.nbytes
+            + rules.move_row.nbytes
             + rules.n_states * RULE_STATE_BYTES
             + len(rules.byte_next) * BYTE_ROW_BYTES
             + len(self.grammar.source)
@@ -108,7 +113,7 @@ class CompiledGrammar:
         """Packed uint32 mask of the tokens allowed from ``state`` (do not modify it)."""
         words = self._states.get(state)
         if words is MISSING:
-            words = self._states.put(state, self._compute(state))
+            words = self._states.put(state, _shared(self._compute(state)))
         return words
 
     def known_mask_words(self, state: ParseState) -> np.ndarray | None:
@@ -215,7 +220,36 @@ class CompiledGrammar:
         return _TokenRefSet(real & ~named & ~self._eos_words)
 
 
+_MASKS: dict[int, weakref.ref] = {}
+"""Masks held by some compiled grammar's cache, by a 64-bit digest of their words (length
+included): equal masks share one array while any cache holds it. An entry goes when its array
+is freed (a plain dict of weak references: ``WeakValueDictionary`` costs microseconds a call).
+No lock: each dict operation is atomic, and two threads racing on one key can only leave an
+equal mask unshared; a shared array is always checked word for word."""
+
+
+def _shared(words: np.ndarray) -> np.ndarray:
+    """The array already held with the same words as ``words``, else ``words`` (now held). Two
+    different masks with one digest are both kept, the second unshared."""
+    key = words_digest(words)
+    ref = _MASKS.get(key)
+    held = None if ref is None else ref()
+    if held is None:
+        _MASKS[key] = weakref.ref(words, partial(_forget, key))
+        return words
+    return held if same_words(held, words) else words
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    """Drop a freed mask's entry (unless another array took the key since); runs where the array
+    is freed."""
+    if _MASKS.get(key) is ref:
+        _MASKS.pop(key, None)
+
+
 def _mask_bytes(_state: ParseState, words: np.ndarray) -> int:
+    """A mask's full size, although equal masks share one array: the cache's byte bound is
+    then an upper bound on what its masks hold."""
     return words.nbytes + 2 * OBJECT_BYTES
 
 

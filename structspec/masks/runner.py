@@ -17,12 +17,14 @@ import numpy as np
 
 from structspec.errors import GrammarError
 from structspec.grammar.parse_state import MAX_STACKS, ParseState, StackLimitError
-from structspec.grammar.ruleset import RuleSet
+from structspec.grammar.ruleset import NO_MOVE, RuleSet
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.tokens.trie import TokenTrie
 
 try:
     from structspec.masks._sweep import Pushdown
+    from structspec.masks._sweep import same_words as same_words  # for the mask cache (masks.compiled)
+    from structspec.masks._sweep import words_digest as words_digest
 except ImportError as exc:  # a source checkout that was never built
     raise ImportError("structspec's native mask core (structspec/masks/_sweep.pyx) is not built: install the "
                       "package with pip (pip install -e .) or run `python setup.py build_ext --inplace`") from exc
@@ -30,7 +32,7 @@ except ImportError as exc:  # a source checkout that was never built
 PROBE_AT = 256  # expansions of a run state after which its loop set is probed
 CHAINS_AFTER = 8  # expansions of a run state after which its counted chain is tried
 CHAIN_HEIGHT = 32  # subtrees taller than this are expanded rather than checked along a chain
-TABLE_BYTES = 8 << 20  # filled tables per runner past which they are cleared before the next mask
+TABLE_BYTES = 4 << 20  # filled tables per runner past which they are freed before the next mask
 MAX_FRAMES = 1 << 22  # interned stack frames within one mask (E108 beyond)
 MAX_RUN_STATES = 1 << 19  # run states within one mask (E108 beyond)
 ERR_STACKS, ERR_SIZE = -3, -4  # the core's error codes
@@ -72,32 +74,41 @@ def _checked(code: int) -> int:
 
 
 def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
-    """The rule set as the core reads it: the class table, byte classes, rule calls as
-    offsets into (start, return) arrays, the final/movable/sink/plain flags, and the byte classes
-    of every position of the UTF-8 multi-byte sequences (for loop probes)."""
-    class_table = np.ascontiguousarray(rules.class_table, np.int32)
-    n_states = class_table.shape[0]
-    if class_table.size and not (class_table.min() >= -1 and class_table.max() < n_states):
-        raise GrammarError("E108", "the class table names automaton states that do not exist")
+    """The rule set as the core reads it: the shared move rows and each state's row, byte
+    classes, rule calls as offsets into (start, return) arrays, the final/movable/sink/plain
+    flags, and the byte classes of every position of the UTF-8 multi-byte sequences (for loop
+    probes)."""
+    move_rows = np.ascontiguousarray(rules.move_rows, np.int32)
+    move_row = np.ascontiguousarray(rules.move_row, np.int32)
+    n_states, n_classes = len(move_row), move_rows.shape[1]
+    if n_states != rules.n_states or (n_states and not (move_row.min() >= 0 and move_row.max() < len(move_rows))):
+        raise GrammarError("E108", "the move rows do not fit the automaton states")
+    if move_rows.size and n_states:
+        moves = np.where(move_rows != NO_MOVE, move_rows, 0)
+        states = np.arange(n_states, dtype=np.int64)
+        lowest, highest = moves.min(axis=1)[move_row], moves.max(axis=1)[move_row]
+        if not ((states + lowest >= 0).all() and (states + highest < n_states).all()):
+            raise GrammarError("E108", "the move rows name automaton states that do not exist")
     byte_class = np.ascontiguousarray(rules.byte_class, np.int32)
-    if len(byte_class) != 256 or byte_class.min() < 0 or byte_class.max() >= max(class_table.shape[1], 1):
-        raise GrammarError("E108", "the byte classes do not fit the class table")
+    if len(byte_class) != 256 or byte_class.min() < 0 or byte_class.max() >= max(n_classes, 1):
+        raise GrammarError("E108", "the byte classes do not fit the move rows")
     counts = np.fromiter(map(len, rules.refs), np.int32, len(rules.refs))
     ref_off = np.zeros(n_states + 1, np.int32)
     np.cumsum(counts, out=ref_off[1:])
     pairs = np.array([pair for refs in rules.refs for pair in refs], np.int32).reshape(-1, 2)
     if pairs.size and not (pairs.min() >= 0 and pairs.max() < n_states):
         raise GrammarError("E108", "a rule call names automaton states that do not exist")
-    flags = [np.ascontiguousarray(np.array(flag, bool).view(np.uint8))
-             for flag in (rules.final, rules.movable, rules.sink, rules.plain)]
+    flags = [np.frombuffer(flag, np.uint8) for flag in (rules.final, rules.movable, rules.sink, rules.plain)]
+    if any(len(flag) != n_states or flag.max(initial=0) > 1 for flag in flags):
+        raise GrammarError("E108", "the state flags do not fit the automaton states")
     sequences = [[np.unique(byte_class[lo: hi + 1]) for lo, hi in seq]
                  for seq in utf8_sequences(((0x80, 0x10FFFF),))]
     positions = [classes for seq in sequences for classes in seq]
     multi_seq = np.cumsum([0, *map(len, sequences)], dtype=np.int32)
     multi_pos = np.cumsum([0, *map(len, positions)], dtype=np.int32)
     multi_cls = np.concatenate(positions).astype(np.int32)
-    return (class_table, byte_class, ref_off, np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1]),
-            *flags, multi_seq, multi_pos, multi_cls)
+    return (move_rows, move_row, byte_class, ref_off, np.ascontiguousarray(pairs[:, 0]),
+            np.ascontiguousarray(pairs[:, 1]), *flags, multi_seq, multi_pos, multi_cls)
 
 
 def _trie_arrays(trie: TokenTrie) -> tuple[np.ndarray, ...]:

@@ -27,7 +27,7 @@ def layout(rules: RuleSet) -> tuple:
         rules.token_edges,
         rules.final,
         [rules.byte_next[q] for q in range(n)],
-        rules.class_table[:, rules.byte_class].tolist(),  # moves per byte, whatever the class numbering
+        rules.class_table()[:, rules.byte_class].tolist(),  # moves per byte, whatever the class numbering
     )
 
 
@@ -65,10 +65,11 @@ def test_cache_stays_within_its_byte_budget(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_byte_moves_match_the_class_table() -> None:
     rules = Grammar.from_gbnf(GRAMMARS[0].read_text(encoding="utf-8")).ruleset
+    table = rules.class_table()
     for q in range(rules.n_states):
-        dense = rules.class_table[q][rules.byte_class]
+        dense = table[q][rules.byte_class]
         assert rules.byte_next[q] == {b: int(t) for b, t in enumerate(dense) if t >= 0}
-    assert np.all(rules.class_table < rules.n_states)
+    assert np.all(table < rules.n_states)
 
 
 @pytest.mark.parametrize("path", GRAMMARS, ids=lambda p: p.stem)
@@ -76,7 +77,7 @@ def test_byte_classes_are_the_coarsest_partition(path: Path) -> None:
     """Bytes in one class move every state alike, and any two classes are told apart by some
     state (the classes are the common refinement of the rules' own, nothing coarser or finer)."""
     rules = Grammar.from_gbnf(path.read_text(encoding="utf-8")).ruleset
-    table = rules.class_table
+    table = rules.class_table()
     assert sorted(set(rules.byte_class.tolist())) == list(range(table.shape[1]))
     distinct_columns = {tuple(table[:, c].tolist()) for c in range(table.shape[1])}
     assert len(distinct_columns) == table.shape[1]

@@ -9,6 +9,8 @@ threshold so that small random vocabularies exercise them on every node.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -18,6 +20,7 @@ from test_masks import _byte_vocabularies, _grammars, _random_walk, _sub_vocab
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary
 from structspec.grammar import compiler
+from structspec.grammar.ruleset import NO_MOVE
 from structspec.masks import runner as mask_runner
 from structspec.tokens import trie as token_tries
 
@@ -60,6 +63,19 @@ def _counted_grammars(draw: st.DrawFn) -> str:
 @given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16))
 def test_random_grammars_with_every_shortcut_are_exact(shortcuts_everywhere: None, gbnf: str, vocab: Vocabulary,
                                                         seed: int) -> None:
+    try:
+        grammar = Grammar.from_gbnf(gbnf)
+    except GrammarError:
+        assume(False)
+    _random_walk(structspec.compile(grammar, vocab), seed, 8)
+
+
+@SETTINGS
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16))
+def test_tables_reset_before_every_mask_stay_exact(monkeypatch: pytest.MonkeyPatch, gbnf: str, vocab: Vocabulary,
+                                                    seed: int) -> None:
+    """A table budget of one byte: the core frees and regrows its tables before every mask."""
+    monkeypatch.setattr(mask_runner, "TABLE_BYTES", 1)
     try:
         grammar = Grammar.from_gbnf(gbnf)
     except GrammarError:
@@ -193,6 +209,18 @@ def test_tables_past_their_limit_are_e108(monkeypatch: pytest.MonkeyPatch) -> No
     assert fresh.matcher().allows(0)
 
 
+@pytest.mark.parametrize("shift", [-1, 1])
+def test_move_rows_naming_missing_states_are_e108(shift: int) -> None:
+    compiled, _ = _native()
+    rules = compiled.rules
+    moved = rules.move_rows != NO_MOVE
+    bad = np.where(moved, rules.move_rows + shift * (rules.n_states + 1), NO_MOVE).astype(np.int32)
+    with pytest.raises(GrammarError) as caught:
+        mask_runner.StackRunner(replace(rules, move_rows=bad), compiled._trie, compiled.vocabulary.text_ids,
+                                compiled.n_words)
+    assert caught.value.code == "E108"
+
+
 def test_masks_inside_a_blocked_repetition_are_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     """Counted repetitions compiled over block rules (forced on from a count of 4): the count
     lives on the stack, in and out of the block rule's frames."""
@@ -204,3 +232,35 @@ def test_masks_inside_a_blocked_repetition_are_exact(monkeypatch: pytest.MonkeyP
         assert any("~" in name for name in compiled.rules.rule_names)
         for seed in range(6):
             _random_walk(compiled, seed, 14)
+
+
+# -- equal masks share one array ------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.integers(0, 2**32 - 1), max_size=40), flip=st.integers(0, 40 * 32))
+def test_mask_digest_and_comparison(words: list[int], flip: int) -> None:
+    a = np.array(words, np.uint32)
+    assert mask_runner.words_digest(a) == mask_runner.words_digest(a.copy())
+    assert mask_runner.same_words(a, a.copy())
+    if words:
+        b = a.copy()
+        b[flip // 32 % len(b)] ^= np.uint32(1 << (flip % 32))
+        assert not mask_runner.same_words(a, b)
+        assert mask_runner.words_digest(a) != mask_runner.words_digest(b)  # each step is a bijection of its lane
+    assert not mask_runner.same_words(a, np.append(a, np.uint32(0)))
+
+
+def test_equal_masks_share_one_array_and_stay_exact() -> None:
+    """Two grammars with the same strings: their masks inside a string are one array, equal to
+    the mask computed afresh; a mask that differs is its own array."""
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b'"', b'a"', b"ab", b"}", None], eos_ids=[6])
+    one = structspec.compile(Grammar.from_gbnf('root ::= "\\"" [ab]* "\\""'), vocab)
+    two = structspec.compile(Grammar.from_gbnf('root ::= "\\"" [ab]{0,5} "\\""'), vocab)
+    inside_one = one.grammar.initial_state().advance(b'"a')
+    inside_two = two.grammar.initial_state().advance(b'"a')
+    shared = one.mask_words(inside_one)
+    assert two.mask_words(inside_two) is shared
+    assert np.array_equal(shared, one._compute(inside_one))
+    start = one.mask_words(one.grammar.initial_state())
+    assert start is not shared and not np.array_equal(start, shared)

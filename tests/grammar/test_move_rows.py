@@ -1,0 +1,60 @@
+"""The rule set keeps its moves as rows relative to the state, shared between states: expanding
+them must give back the dense class table exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structspec import Grammar
+from structspec.grammar.ruleset import NO_MOVE, shared_move_rows
+
+GRAMMARS = sorted((Path(__file__).resolve().parents[2] / "grammars").glob("*.gbnf"))
+
+
+@st.composite
+def class_tables(draw: st.DrawFn) -> np.ndarray:
+    """Dense tables whose rows often repeat up to their offset, as inlined rule copies do."""
+    n_classes = draw(st.integers(0, 6))
+    pattern = draw(st.lists(st.lists(st.integers(-3, 3), min_size=n_classes, max_size=n_classes), min_size=1,
+                            max_size=4))
+    copies = draw(st.integers(1, 5))
+    n_states = len(pattern) * copies + draw(st.integers(0, 3))
+    table = np.full((n_states, n_classes), -1, dtype=np.int32)
+    for copy in range(copies):
+        for i, row in enumerate(pattern):
+            q = copy * len(pattern) + i
+            table[q] = [q + d if 0 <= q + d < n_states else -1 for d in row]
+    for q in range(len(pattern) * copies, n_states):
+        table[q] = draw(st.lists(st.integers(-1, n_states - 1), min_size=n_classes, max_size=n_classes))
+    return table
+
+
+def expand(move_rows: np.ndarray, move_row: np.ndarray) -> np.ndarray:
+    relative = move_rows[move_row].astype(np.int64)
+    states = np.arange(len(move_row))[:, None]
+    return np.where(relative != NO_MOVE, relative + states, -1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(class_tables())
+def test_shared_rows_round_trip(table: np.ndarray) -> None:
+    move_rows, move_row = shared_move_rows(table)
+    assert move_rows.dtype == np.int32 and move_row.dtype == np.int32
+    assert move_row.shape == (len(table),) and move_rows.shape[1] == table.shape[1]
+    assert np.array_equal(expand(move_rows, move_row), table)
+    assert len({row.tobytes() for row in move_rows}) == len(move_rows)  # each distinct row once
+
+
+def test_grammars_round_trip_and_share_rows() -> None:
+    for path in GRAMMARS:
+        rules = Grammar.from_gbnf(path.read_text(encoding="utf-8")).ruleset
+        table = rules.class_table()
+        assert table.shape == (rules.n_states, rules.n_classes)
+        assert np.array_equal(expand(rules.move_rows, rules.move_row), table)
+        assert np.array_equal(shared_move_rows(table)[0], rules.move_rows)
+        some = np.array([0, rules.n_classes - 1]) if rules.n_classes else np.array([], dtype=np.int64)
+        assert np.array_equal(rules.class_table(some), table[:, some])
