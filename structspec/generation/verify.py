@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from structspec.generation.budget import replacement
@@ -22,7 +23,7 @@ def verify(
 ) -> tuple[list[int], int | None]:
     """Accept a branch of the draft tree from its root and choose the token after it.
 
-    ``logits[0]`` is the target's (unmasked) prediction after the committed text and
+    ``logits[0]`` (a CPU tensor) is the target's (unmasked) prediction after the committed text and
     ``logits[1 + i]`` after draft node ``i``. Each row is read under the mask of ``matcher``
     advanced along the branch (in place; a greedy row only when its unmasked argmax is
     forbidden, see :meth:`~structspec.masks.matcher.Matcher.masked_argmax`). At each node:
@@ -60,15 +61,16 @@ def verify(
             return token
 
     children = draft.children()
+    values = logits.numpy()  # the same rows: numpy's argmax of a row costs a sixth of torch's
     path: list[int] = []
     node = -1
     while True:
         row, options = logits[node + 1], children.get(node, [])
         if not options:
-            return path, settle(_choose(row, matcher, sampling, rng, stats), row, len(path))
+            return path, settle(_choose(row, values[node + 1], matcher, sampling, rng, stats), row, len(path))
         q = draft.qs[options[0]]
         if q is None:
-            chosen = _choose(row, matcher, sampling, rng, stats)
+            chosen = _choose(row, values[node + 1], matcher, sampling, rng, stats)
         else:  # the main child was sampled from q
             chosen = draft.tokens[options[0]]
             with stats.timing("mask"):
@@ -86,11 +88,17 @@ def verify(
         node = follow
 
 
-def _choose(row: torch.Tensor, matcher: Matcher, sampling: Sampling, rng: torch.Generator, stats: Stats) -> int:
-    """A token from the masked distribution of a logits row (its argmax when greedy)."""
+def _choose(
+    row: torch.Tensor, values: np.ndarray, matcher: Matcher, sampling: Sampling, rng: torch.Generator, stats: Stats
+) -> int:
+    """A token from the masked distribution of a logits row (its argmax when greedy). ``values``
+    is the row as a numpy array: when greedy its argmax (the lowest id among ties, NaN first, as
+    torch's) is the token whenever the grammar allows it, and only otherwise is the row masked
+    (:meth:`~structspec.masks.matcher.Matcher.masked_argmax`)."""
     with stats.timing("mask"):
         if sampling.greedy:
-            return matcher.masked_argmax(row)
+            best = int(values.argmax())
+            return best if matcher.allows(best) else matcher.masked_argmax(row)
         matcher.apply_mask(row)
     return sampling.pick(row, rng)
 
