@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from structspec import Grammar, Vocabulary
 from structspec import compile as compile_grammar
+from structspec.generation.cache import common_prefix
 from structspec.generation.drafters import (
     MAX_SCANNED,
     NgramDrafter,
@@ -105,6 +106,25 @@ def _lookup_byte_by_byte(drafter: NgramDrafter, data: bytes, written: int | None
 def test_lookup_is_the_suffix_grown_byte_by_byte(data: bytes, min_bytes: int, extra: int, written: int | None) -> None:
     drafter = NgramDrafter(max_bytes=min_bytes + extra, min_bytes=min_bytes)
     assert drafter.lookup(data, written) == _lookup_byte_by_byte(drafter, data, written)
+
+
+@given(st.lists(st.integers(0, 2), max_size=80), st.lists(st.integers(0, 2), max_size=80), st.integers(0, 90))
+def test_common_prefix_is_the_brute_force_one(a: list[int], b: list[int], limit: int) -> None:
+    n = 0
+    while n < min(len(a), len(b), limit) and a[n] == b[n]:
+        n += 1
+    assert common_prefix(a, b, limit) == n
+    assert common_prefix(a, a + b, limit) == min(len(a), limit)
+
+
+@given(st.lists(st.lists(st.sampled_from([0, 1, 2, 3]), max_size=40), min_size=1, max_size=6))
+def test_the_text_kept_across_calls_is_the_context_s(contexts: list[list[int]]) -> None:
+    """The drafter extends the text of its last context where the new one shares its tokens."""
+    token_bytes = [b"ab", None, b"", b"c\n"]
+    drafter = NgramDrafter(max_bytes=8, min_bytes=2)
+    for context in contexts:
+        for shared in (context, context[: len(context) // 2]):
+            assert drafter._bytes(shared, token_bytes) == b"".join(token_bytes[t] or b"" for t in shared)
 
 
 def test_proposals_are_cut_where_the_grammar_forbids() -> None:
