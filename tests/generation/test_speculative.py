@@ -447,6 +447,8 @@ def test_paid_drafts_stop_where_tokens_per_cost_peaks(acceptance: float, price: 
 
     ratios = [ratio(k) for k in range(65)]
     assert ratios[round_.worth(acceptance, price)] >= max(ratios) - 1e-12
+    for most in range(-1, 20):  # counted only as far as the room: the same as cutting the count
+        assert round_.worth(acceptance, price, most) == max(0, min(round_.worth(acceptance, price), most))
 
 
 def test_sampling_order_is_temperature_top_k_top_p() -> None:
