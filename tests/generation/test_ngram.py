@@ -118,7 +118,7 @@ def test_common_prefix_is_the_brute_force_one(a: list[int], b: list[int], limit:
 
 
 @given(st.lists(st.lists(st.sampled_from([0, 1, 2, 3]), max_size=40), min_size=1, max_size=6))
-def test_the_text_kept_across_calls_is_the_context_s(contexts: list[list[int]]) -> None:
+def test_the_text_kept_across_calls_is_that_of_the_context(contexts: list[list[int]]) -> None:
     """The drafter extends the text of its last context where the new one shares its tokens."""
     token_bytes = [b"ab", None, b"", b"c\n"]
     drafter = NgramDrafter(max_bytes=8, min_bytes=2)
