@@ -197,7 +197,13 @@ def common_prefix(a: list[int], b: list[int], limit: int) -> int:
     n = min(len(a), len(b), limit)
     if a[:n] == b[:n]:  # the usual case, compared in C
         return n
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    low, high = 0, n  # a[:low] == b[:low] and a[:high] != b[:high]: halve by slices compared in C
+    while high - low > 16:
+        middle = (low + high) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle
+    while a[low] == b[low]:
+        low += 1
+    return low

@@ -107,7 +107,7 @@ class DraftChain:
                 price = self._price(drafter)
                 room = limit - len(result.line)
                 if drafter.name in quota:
-                    room = min(room, quota[drafter.name], round_.worth(acceptance, price))
+                    room = round_.worth(acceptance, price, min(room, quota[drafter.name]))
                 if room <= 0 or matcher.is_finished():
                     continue
                 proposal = drafter.propose(context + result.main, matcher, room, stats)
@@ -122,8 +122,8 @@ class DraftChain:
                     if self._fits(result, fork, tokens, limit) and round_.branch(chance, len(tokens), price):
                         result.extend(tokens, [None] * len(tokens), drafter.name, fork=fork, kind=branch.kind)
                 progress = progress or bool(proposal.tokens)
-        for name in result.sources:
-            stats.sources.setdefault(name, SourceStats()).drafted += 1
+        for name in dict.fromkeys(result.sources):  # in order of first appearance, as stats list them
+            stats.sources.setdefault(name, SourceStats()).drafted += result.sources.count(name)
         stats.branches += len(result.forks)
         return result
 
@@ -201,10 +201,11 @@ class _RoundValue:
         self.cost += price * count
         return True
 
-    def worth(self, acceptance: float, price: float) -> int:
-        """How many tokens at ``price`` each raise expected tokens per cost, drafted next."""
+    def worth(self, acceptance: float, price: float, most: int = 64) -> int:
+        """How many tokens at ``price`` each raise expected tokens per cost, drafted next (at
+        most ``most``: counted no further than the room the caller has)."""
         survival, expected, cost, count = self.survival, self.expected, self.cost, 0
-        while count < 64:
+        while count < most:
             gain = survival * acceptance
             if gain * cost <= expected * price:
                 break

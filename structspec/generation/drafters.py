@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import torch
 
@@ -83,8 +84,9 @@ class NgramDrafter:
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
         self.span_bytes = span_bytes
-        self._text: list[bytes] = []  # bytes of each context token, kept across rounds
-        self._ids: list[int] = []
+        self._ids: list[int] = []  # the context of the last call, kept across rounds
+        self._ends: list[int] = []  # where each of its tokens' bytes end in its text
+        self._data = b""  # its text
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Proposal:
         vocabulary = matcher.compiled.vocabulary
@@ -146,25 +148,30 @@ class NgramDrafter:
 
     def _bytes(self, context: list[int], token_bytes) -> bytes:
         """The context's text, reusing the part shared with the previous call."""
-        ids, text = self._ids, self._text
+        ids, ends = self._ids, self._ends
         keep = common_prefix(ids, context, len(context))
-        del ids[keep:], text[keep:]
-        for token_id in context[keep:]:
-            ids.append(token_id)
-            text.append(token_bytes[token_id] or b"")
-        return b"".join(text)
+        del ids[keep:], ends[keep:]
+        start = ends[-1] if ends else 0
+        added = [token_bytes[token_id] or b"" for token_id in context[keep:]]
+        ids += context[keep:]
+        ends += (start + end for end in accumulate(map(len, added)))
+        self._data = self._data[:start] + b"".join(added)
+        return self._data
 
     def lookup(self, data: bytes, written: int | None = None) -> list[int]:
         """Offsets just after the earlier occurrences of the longest matching suffix of
         ``data`` (the latest ``MAX_SCANNED``, latest first); a suffix shorter than
         ``min_bytes`` counts only as the whole value being written (``written`` bytes, see
         :func:`value_length`), found where it starts a word."""
-        size = len(data)
+        top = min(self.max_bytes, len(data) - 1)
         value = value_length(data, self.max_bytes) if written is None else written
         length = min(self.min_bytes, value) if value else self.min_bytes
         longest = 0
-        while length <= min(self.max_bytes, size - 1) and self._occurrences(data, length, 1):
+        while length < self.min_bytes:  # the value being written: a word start, one length after another
+            if length > top or not self._occurrences(data, length, 1):
+                return self._occurrences(data, longest, MAX_SCANNED) if longest else []
             longest, length = length, length + 1
+        longest = longest_repeated_suffix(data, length, top) or longest
         return self._occurrences(data, longest, MAX_SCANNED) if longest else []
 
     def _occurrences(self, data: bytes, length: int, most: int) -> list[int]:
@@ -183,6 +190,29 @@ class NgramDrafter:
 
 
 MAX_SCANNED = 64  # occurrences of a suffix looked at, latest first
+
+
+def longest_repeated_suffix(data: bytes, shortest: int, longest: int) -> int:
+    """The greatest length in ``[shortest, longest]`` (``1 <= shortest``, ``longest < len(data)``)
+    whose suffix of ``data`` also ends earlier in ``data``; 0 when none does. A suffix found
+    earlier implies each shorter one is, so the lengths are tried growing by doubling steps, then
+    halved between the last found and the first not found: a few ``rfind`` calls rather than
+    one per byte of the match."""
+    end = len(data) - 1
+    found, missing, step = shortest - 1, longest + 1, 1  # a length found (or none yet), one not found
+    while found + step < missing:  # gallop: shortest, then 1, 2, 4 ... bytes longer
+        probe = found + step
+        if data.rfind(data[-probe:], 0, end) < 0:
+            missing = probe
+            break
+        found, step = probe, step * 2 if probe > shortest else 1
+    while missing - found > 1:  # bisect
+        middle = (found + missing) // 2
+        if data.rfind(data[-middle:], 0, end) >= 0:
+            found = middle
+        else:
+            missing = middle
+    return found if found >= shortest else 0
 VALUE_DELIMITERS = b'":,[{'
 
 

@@ -15,6 +15,7 @@ part of it: naming a function picks the tag), the content is the function's para
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -57,8 +58,13 @@ def template_takes_tools(tokenizer: Any) -> bool:
         if "tool_use" in template:
             return True
         template = template.get("default")
-    if not isinstance(template, str):
-        return False
+    return isinstance(template, str) and _reads_tools(template)
+
+
+@functools.lru_cache(maxsize=16)
+def _reads_tools(template: str) -> bool:
+    """Whether a chat template's text reads ``tools`` (parsed once per template: a parse costs
+    milliseconds, more than the decoding rounds of a short generation)."""
     from jinja2 import Environment, TemplateSyntaxError, meta
 
     try:

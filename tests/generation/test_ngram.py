@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structspec import Grammar, Vocabulary
 from structspec import compile as compile_grammar
-from structspec.generation.drafters import NgramDrafter, agreed_continuation, value_length
+from structspec.generation.cache import common_prefix
+from structspec.generation.drafters import (
+    MAX_SCANNED,
+    NgramDrafter,
+    agreed_continuation,
+    longest_repeated_suffix,
+    value_length,
+)
 from structspec.generation.stats import Stats
 
 SOURCE = b"Name: Lily Stone\nPhone: +44 20 7946 0958\nCity: Leeds\n"
@@ -60,6 +67,64 @@ def test_value_length_counts_back_to_the_last_delimiter(data: bytes, limit: int)
     assert 0 <= n <= len(tail)
     assert not any(b in b'":,[{' for b in tail[len(tail) - n :])
     assert n == len(tail) or tail[len(tail) - n - 1] in b'":,[{'
+
+
+TEXT = st.lists(st.sampled_from([b"a", b"b", b"ab", b" L", b'":', b"ab ab"]), max_size=24).map(b"".join)
+
+
+@settings(max_examples=400)
+@given(TEXT, st.integers(1, 6), st.integers(0, 12))
+def test_longest_repeated_suffix_is_the_brute_force_one(data: bytes, shortest: int, extra: int) -> None:
+    longest = min(shortest + extra, len(data) - 1)
+    brute = [n for n in range(shortest, longest + 1) if data[-n:] in data[:-1]]
+    assert longest_repeated_suffix(data, shortest, longest) == max(brute, default=0)
+
+
+def _lookup_byte_by_byte(drafter: NgramDrafter, data: bytes, written: int | None) -> list[int]:
+    """The lookup grown one byte at a time, each length searched in full: the oracle."""
+
+    def occurrences(length: int, most: int) -> list[int]:
+        hits, at = [], data.rfind(data[len(data) - length :], 0, len(data) - 1)
+        for _ in range(MAX_SCANNED):
+            if at < 0 or len(hits) == most:
+                break
+            if length >= drafter.min_bytes or at == 0 or not data[at - 1 : at].isalnum():
+                hits.append(at + length)
+            at = data.rfind(data[len(data) - length :], 0, at + length - 1)
+        return hits
+
+    value = value_length(data, drafter.max_bytes) if written is None else written
+    length = min(drafter.min_bytes, value) if value else drafter.min_bytes
+    longest = 0
+    while length <= min(drafter.max_bytes, len(data) - 1) and occurrences(length, 1):
+        longest, length = length, length + 1
+    return occurrences(longest, MAX_SCANNED) if longest else []
+
+
+@settings(max_examples=400)
+@given(TEXT, st.integers(1, 4), st.integers(0, 10), st.none() | st.integers(0, 8))
+def test_lookup_is_the_suffix_grown_byte_by_byte(data: bytes, min_bytes: int, extra: int, written: int | None) -> None:
+    drafter = NgramDrafter(max_bytes=min_bytes + extra, min_bytes=min_bytes)
+    assert drafter.lookup(data, written) == _lookup_byte_by_byte(drafter, data, written)
+
+
+@given(st.lists(st.integers(0, 2), max_size=80), st.lists(st.integers(0, 2), max_size=80), st.integers(0, 90))
+def test_common_prefix_is_the_brute_force_one(a: list[int], b: list[int], limit: int) -> None:
+    n = 0
+    while n < min(len(a), len(b), limit) and a[n] == b[n]:
+        n += 1
+    assert common_prefix(a, b, limit) == n
+    assert common_prefix(a, a + b, limit) == min(len(a), limit)
+
+
+@given(st.lists(st.lists(st.sampled_from([0, 1, 2, 3]), max_size=40), min_size=1, max_size=6))
+def test_the_text_kept_across_calls_is_that_of_the_context(contexts: list[list[int]]) -> None:
+    """The drafter extends the text of its last context where the new one shares its tokens."""
+    token_bytes = [b"ab", None, b"", b"c\n"]
+    drafter = NgramDrafter(max_bytes=8, min_bytes=2)
+    for context in contexts:
+        for shared in (context, context[: len(context) // 2]):
+            assert drafter._bytes(shared, token_bytes) == b"".join(token_bytes[t] or b"" for t in shared)
 
 
 def test_proposals_are_cut_where_the_grammar_forbids() -> None:

@@ -287,6 +287,27 @@ def test_verify_one_step_is_exact_for_sampled_and_one_hot_drafts() -> None:
         assert _chi_square_p(counts, expected, n) > 1e-3
 
 
+SPECIAL_LOGITS = st.sampled_from([float("-inf"), -1.0, 0.0, 0.5, 2.0, float("inf"), float("nan")])
+
+
+@given(st.lists(SPECIAL_LOGITS, min_size=6, max_size=6), st.sampled_from([b"", b"a", b"c"]))
+def test_verify_greedy_choice_is_masked_argmax(row: list[float], prefix: bytes) -> None:
+    """verify's greedy token (the row's argmax through numpy, masked only when forbidden) is
+    :meth:`Matcher.masked_argmax`'s, on rows full of ties, infinities and NaN."""
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"d", b"e", None], eos_ids=[5])
+    compiled = compile_grammar(Grammar.from_gbnf("root ::= [a-d] [a-e]"), vocab)
+    matcher, oracle = compiled.matcher(), compiled.matcher()
+    for walker in (matcher, oracle):
+        walker.accept_tokens([b"abcde".index(prefix)] if prefix else [])
+    logits = torch.tensor([row])
+    expected = oracle.masked_argmax(logits[0].clone())
+    if not oracle.allows(expected):  # an all -inf row once masked: both read a forbidden token
+        with pytest.raises(RuntimeError, match="forbids"):
+            verify(logits, Draft(), matcher, Sampling(), torch.Generator(), Stats())
+        return
+    assert verify(logits, Draft(), matcher, Sampling(), torch.Generator(), Stats()) == ([], expected)
+
+
 # -- real weights ------------------------------------------------------------------------------
 
 STORY_SCHEMAS = [
@@ -426,6 +447,8 @@ def test_paid_drafts_stop_where_tokens_per_cost_peaks(acceptance: float, price: 
 
     ratios = [ratio(k) for k in range(65)]
     assert ratios[round_.worth(acceptance, price)] >= max(ratios) - 1e-12
+    for most in range(-1, 20):  # counted only as far as the room: the same as cutting the count
+        assert round_.worth(acceptance, price, most) == max(0, min(round_.worth(acceptance, price), most))
 
 
 def test_sampling_order_is_temperature_top_k_top_p() -> None:
