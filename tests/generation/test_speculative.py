@@ -292,15 +292,16 @@ SPECIAL_LOGITS = st.sampled_from([float("-inf"), -1.0, 0.0, 0.5, 2.0, float("inf
 
 @given(st.lists(SPECIAL_LOGITS, min_size=6, max_size=6), st.sampled_from([b"", b"a", b"c"]))
 def test_verify_greedy_choice_is_masked_argmax(row: list[float], prefix: bytes) -> None:
-    """verify's greedy token (the row's argmax through numpy, masked only when forbidden) is
-    :meth:`Matcher.masked_argmax`'s, on rows full of ties, infinities and NaN."""
+    """verify's greedy token (:meth:`Matcher.masked_argmax`: the row's argmax through numpy,
+    masked only when forbidden) is torch's argmax of the masked row, on rows full of ties,
+    infinities and NaN."""
     vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"d", b"e", None], eos_ids=[5])
     compiled = compile_grammar(Grammar.from_gbnf("root ::= [a-d] [a-e]"), vocab)
     matcher, oracle = compiled.matcher(), compiled.matcher()
     for walker in (matcher, oracle):
         walker.accept_tokens([b"abcde".index(prefix)] if prefix else [])
     logits = torch.tensor([row])
-    expected = oracle.masked_argmax(logits[0].clone())
+    expected = int(oracle.apply_mask(logits[0].clone()).argmax())
     if not oracle.allows(expected):  # an all -inf row once masked: both read a forbidden token
         with pytest.raises(RuntimeError, match="forbids"):
             verify(logits, Draft(), matcher, Sampling(), torch.Generator(), Stats())
