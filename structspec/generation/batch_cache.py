@@ -360,8 +360,8 @@ def _row_layer() -> type:
 
     class RowLayer(DynamicLayer):
         """Keys and values ``[rows, kv heads, columns, dim]`` at the front of buffers with room
-        to grow both ways (doubled when short; new room is zero, so a masked-out column never
-        holds a NaN). :meth:`update` writes a step's packed entries at their rows and columns
+        to grow (as many rows as asked for, columns doubled when short; new room is zero, so a
+        masked-out column never holds a NaN). :meth:`update` writes a step's packed entries at their rows and columns
         and returns the rows' views over the columns any row attends."""
 
         layout: _Layout  # the step's, set before each forward
@@ -399,7 +399,7 @@ def _row_layer() -> type:
             if rows <= have_rows and columns <= have_columns:
                 return
             shape = list(self.keys.shape)
-            shape[0] = max(have_rows, 2 * rows if rows > have_rows else rows)
+            shape[0] = max(have_rows, rows)  # rows come in waves (a batch's rows, one joining row)
             shape[2] = max(have_columns, 2 * columns if columns > have_columns else columns, 64)
             keys, values = self.keys.new_zeros(shape), self.values.new_zeros(shape)
             keys[:have_rows, :, :have_columns] = self.keys
