@@ -32,7 +32,7 @@ except ImportError as exc:  # a source checkout that was never built
 PROBE_AT = 256  # expansions of a run state after which its loop set is probed
 CHAINS_AFTER = 8  # expansions of a run state after which its counted chain is tried
 CHAIN_HEIGHT = 32  # subtrees taller than this are expanded rather than checked along a chain
-TABLE_BYTES = 4 << 20  # filled tables per runner past which they are freed before the next mask
+TABLE_BYTES = 8 << 20  # filled tables per runner past which they are freed before the next mask (docs/masks.md)
 MAX_FRAMES = 1 << 22  # interned stack frames within one mask (E108 beyond)
 MAX_RUN_STATES = 1 << 19  # run states within one mask (E108 beyond)
 ERR_STACKS, ERR_SIZE = -3, -4  # the core's error codes
