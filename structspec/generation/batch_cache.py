@@ -94,7 +94,7 @@ class _Layout:
     groups: list[_Group]
     back: torch.Tensor  # [fed]: each fed token's slot in the groups' outputs, one after the other
     in_order: bool  # one group whose slots are the fed tokens in order: nothing to gather
-    alone: tuple[int, int] | None  # one row's feed: its place and first column, written as one slice
+    lone_row: tuple[int, int] | None  # the one row fed, if one: its place and first column (one slice)
 
 
 class BatchCache:
@@ -159,19 +159,21 @@ class BatchCache:
         positions = np.zeros(total, dtype=np.int64)
         rows = np.zeros(total, dtype=np.int64)
         seen: list[np.ndarray] = []
+        starts: list[int] = []  # where each row's feed starts in the packed sequence
         self._fed, at = [], 0
         for row, (tokens, parents, _) in enumerate(feeds):
             n, length = len(tokens), len(self.tokens[row])
+            starts.append(at)
             ids[at : at + n] = tokens
             seen.append(np.zeros((n, n), dtype=np.bool_))
             positions[at : at + n] = length + _ancestry(parents, seen[-1])
             rows[at : at + n] = self.places[row]
             self._fed.append((length, tokens))
             at += n
-        layout = self._layout(rows, seen)
+        layout = self._layout(rows, starts, seen)
         for layer in self.cache.layers:
             layer.layout = layout
-        wanted = torch.tensor([start + i for start, (tokens, _, n_out) in zip(_starts(feeds), feeds, strict=True)
+        wanted = torch.tensor([start + i for start, (tokens, _, n_out) in zip(starts, feeds, strict=True)
                                for i in range(len(tokens) - n_out, len(tokens))], device=self.device)
         # only the wanted positions go through the output layer (a prompt fed with its row's
         # first round needs one; that layer is about half a small model's compute per token)
@@ -211,13 +213,13 @@ class BatchCache:
         """The cache layers that hold entries (none before the first forward)."""
         return (layer for layer in self.cache.layers if layer.is_initialized)
 
-    def _layout(self, rows: np.ndarray, seen: list[np.ndarray]) -> _Layout:
+    def _layout(self, rows: np.ndarray, starts: list[int], seen: list[np.ndarray]) -> _Layout:
         """The step's :class:`_Layout`: fed token ``i`` goes to cache row ``rows[i]``. Row ``r``'s
-        fed tokens go to its columns after its cached ones, in feed order; ``seen[r][i, j]``:
-        its fed token ``i`` sees its fed token ``j``. Cache rows no row holds now are padding."""
+        feed starts at ``starts[r]`` and goes to its columns after its cached ones, in feed
+        order; ``seen[r][i, j]``: its fed token ``i`` sees its fed token ``j``. Cache rows no row
+        holds now are padding."""
         lengths = [len(tokens) for tokens in self.tokens]
         fed = [len(s) for s in seen]
-        starts = np.cumsum([0, *fed[:-1]])
         columns = np.concatenate([np.arange(length, length + n) for length, n in zip(lengths, fed, strict=True)])
         alone = _attended_alone(fed, self.alone_gain)
         together = [r for r in range(len(fed)) if r not in alone]
@@ -247,10 +249,10 @@ class BatchCache:
             groups.append(_Group(span, depth, width, torch.from_numpy(queries.reshape(-1)).to(self.device),
                                  mask[:, None].to(self.device)))
         in_order = len(groups) == 1 and offset == len(rows) and bool((back == np.arange(len(rows))).all())
-        alone = (self.places[0], lengths[0]) if len(fed) == 1 else None
+        lone = (self.places[0], lengths[0]) if len(fed) == 1 else None
         return _Layout(torch.from_numpy(rows).to(self.device), torch.from_numpy(columns).to(self.device),
                        height, max(length + n for length, n in zip(lengths, fed, strict=True)), groups,
-                       torch.from_numpy(back).to(self.device), in_order, alone)
+                       torch.from_numpy(back).to(self.device), in_order, lone)
 
 
 def _attended_alone(fed: list[int], gain: int) -> list[int]:
@@ -266,11 +268,6 @@ def _attended_alone(fed: list[int], gain: int) -> list[int]:
     if len(alone) == len(fed) - 1:  # the last one too: a block of one row pads the others
         alone.append(order[-1])
     return sorted(alone)
-
-
-def _starts(feeds: list[Feed]) -> list[int]:
-    """Where each row's feed starts in the packed sequence."""
-    return list(np.cumsum([0, *(len(tokens) for tokens, _, _ in feeds[:-1])]))
 
 
 def _ancestry(parents: list[int], seen: np.ndarray) -> np.ndarray:
@@ -374,8 +371,8 @@ def _row_layer() -> type:
                 self.values = self.keys.clone()
             self._reserve(layout.height, layout.width)
             for buffer, states in ((self.keys, key_states), (self.values, value_states)):
-                if layout.alone is not None:
-                    place, first = layout.alone
+                if layout.lone_row is not None:
+                    place, first = layout.lone_row
                     buffer[place, :, first : first + states.shape[2]] = states[0]
                 else:
                     buffer[layout.rows, :, layout.columns] = states[0].transpose(0, 1)

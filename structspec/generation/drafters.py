@@ -213,6 +213,8 @@ def longest_repeated_suffix(data: bytes, shortest: int, longest: int) -> int:
         else:
             missing = middle
     return found if found >= shortest else 0
+
+
 VALUE_DELIMITERS = b'":,[{'
 
 

@@ -22,7 +22,7 @@ def verify(
 ) -> tuple[list[int], int | None]:
     """Accept a branch of the draft tree from its root and choose the token after it.
 
-    ``logits[0]`` (a CPU tensor) is the target's (unmasked) prediction after the committed text and
+    ``logits[0]`` is the target's (unmasked) prediction after the committed text and
     ``logits[1 + i]`` after draft node ``i``. Each row is read under the mask of ``matcher``
     advanced along the branch (in place; a greedy row only when its unmasked argmax is
     forbidden, see :meth:`~structspec.masks.matcher.Matcher.masked_argmax`). At each node:
@@ -44,9 +44,9 @@ def verify(
     then replaced when it would leave too little room to finish (``None``: no guard).
     """
 
-    def settle(token: int, index: int, depth: int) -> int:
-        """Advance ``matcher`` by the token chosen at ``depth`` (from row ``index``), or by its
-        replacement when it leaves too little room to finish; returns the token taken."""
+    def settle(token: int, row: torch.Tensor, depth: int) -> int:
+        """Advance ``matcher`` by the token chosen at ``depth``, or by its replacement when it
+        leaves too little room to finish; returns the token taken."""
         with stats.timing("mask"):
             if not matcher.accept_token(token):
                 raise RuntimeError(f"the target chose token {token}, which the grammar forbids (mask bug)")
@@ -54,8 +54,7 @@ def verify(
                 return token
             matcher.rollback(1)
             stats.budget_cuts += 1
-            row = logits[index]
-            matcher.apply_mask(row)  # a greedy row may not be masked yet (see _choose)
+            matcher.apply_mask(row)  # a greedy row may not be masked yet (masked_argmax)
             token = replacement(row, token, matcher, left - depth - 1, sampling, rng)
             matcher.accept_token(token)
             return token
@@ -64,22 +63,21 @@ def verify(
     path: list[int] = []
     node = -1
     while True:
-        index, options = node + 1, children.get(node, [])
+        row, options = logits[node + 1], children.get(node, [])
         if not options:
-            return path, settle(_choose(logits, index, matcher, sampling, rng, stats), index, len(path))
+            return path, settle(_choose(row, matcher, sampling, rng, stats), row, len(path))
         q = draft.qs[options[0]]
         if q is None:
-            chosen = _choose(logits, index, matcher, sampling, rng, stats)
+            chosen = _choose(row, matcher, sampling, rng, stats)
         else:  # the main child was sampled from q
             chosen = draft.tokens[options[0]]
-            row = logits[index]
             with stats.timing("mask"):
                 matcher.apply_mask(row)
             p = sampling.probs(row)
             if float(torch.rand((), generator=rng)) * float(q[chosen]) >= float(p[chosen]):
-                return path, settle(_resample(p, chosen, q, rng), index, len(path))
+                return path, settle(_resample(p, chosen, q, rng), row, len(path))
         follow = next((child for child in options if draft.tokens[child] == chosen), None)
-        taken = settle(chosen, index, len(path))
+        taken = settle(chosen, row, len(path))
         if follow is None or taken != chosen:
             return path, taken
         path.append(follow)
@@ -88,13 +86,8 @@ def verify(
         node = follow
 
 
-def _choose(
-    logits: torch.Tensor, index: int, matcher: Matcher, sampling: Sampling, rng: torch.Generator, stats: Stats
-) -> int:
-    """A token from the masked distribution of row ``index`` of ``logits`` (its argmax when
-    greedy, masking the row only when the grammar forbids that, see
-    :meth:`~structspec.masks.matcher.Matcher.masked_argmax`)."""
-    row = logits[index]
+def _choose(row: torch.Tensor, matcher: Matcher, sampling: Sampling, rng: torch.Generator, stats: Stats) -> int:
+    """A token from the masked distribution of a logits row (its argmax when greedy)."""
     with stats.timing("mask"):
         if sampling.greedy:
             return matcher.masked_argmax(row)
