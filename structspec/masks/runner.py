@@ -11,7 +11,6 @@ calls per runner, and turns the core's error codes into :class:`~structspec.erro
 from __future__ import annotations
 
 import threading
-from itertools import accumulate, chain
 
 import numpy as np
 
@@ -54,12 +53,9 @@ class StackRunner:
 
     def mask(self, state: ParseState) -> np.ndarray:
         """Packed uint32 mask words of the text tokens whose bytes ``state`` consumes."""
-        chains = [head.states() for head in state.heads]
-        offsets = np.fromiter(accumulate(map(len, chains), initial=0), np.int32, len(chains) + 1)
-        states = np.fromiter(chain.from_iterable(chains), np.int32, int(offsets[-1]))
         words = np.zeros(self.n_words, np.uint32)
         with self._lock:
-            code = self._native.mask(states, offsets, state.accepting, words, TABLE_BYTES)
+            code = self._native.mask(state.heads, state.accepting, words, TABLE_BYTES)
         _checked(code)
         return words
 

@@ -20,6 +20,7 @@ from test_masks import _byte_vocabularies, _grammars, _random_walk, _sub_vocab
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary
 from structspec.grammar import compiler
+from structspec.grammar.parse_state import Frame
 from structspec.grammar.ruleset import NO_MOVE
 from structspec.masks import runner as mask_runner
 from structspec.tokens import trie as token_tries
@@ -147,20 +148,33 @@ def _native(gbnf: str = 'root ::= "a"+ "b"'):
     return compiled, compiled._runner._native
 
 
+_STATE = st.one_of(st.integers(-3, 8), st.integers(-2**70, 2**70), st.none(), st.text(max_size=1))
+
+
 @settings(max_examples=200, deadline=None)
-@given(states=st.lists(st.integers(-2**31, 2**31 - 1), max_size=6),
-       offsets=st.lists(st.integers(-3, 8), max_size=5), n_words=st.integers(0, 3))
-def test_native_mask_rejects_malformed_stacks(states: list[int], offsets: list[int], n_words: int) -> None:
-    """Arbitrary stacks and word buffers: a ValueError naming the problem, or a mask that equals
-    the one a well-formed call gives."""
+@given(stacks=st.lists(st.one_of(st.lists(_STATE, max_size=4), st.integers()), max_size=5),
+       n_words=st.integers(0, 3))
+def test_native_mask_rejects_malformed_stacks(stacks: list, n_words: int) -> None:
+    """Arbitrary stacks (any states, empty stacks, heads that are not frames) and word buffers:
+    a ValueError naming the problem, or a mask computed."""
     compiled, native = _native()
+    heads = []
+    for stack in stacks:
+        head = stack  # an int: not a frame
+        if isinstance(stack, list):
+            head = None
+            for state in reversed(stack):
+                head = Frame(state, head)
+        heads.append(head)
     words = np.zeros(n_words, np.uint32)
     try:
-        code = native.mask(np.array(states, np.int32), np.array(offsets, np.int32), False, words, 1 << 20)
+        code = native.mask(tuple(heads), False, words, 1 << 20)
     except ValueError:
         return
     assert code in (0, mask_runner.ERR_STACKS)
     assert n_words >= compiled.n_words
+    assert all(isinstance(stack, list) and stack and all(isinstance(q, int) and 0 <= q < compiled.rules.n_states
+                                                            for q in stack) for stack in stacks)
 
 
 @settings(max_examples=200, deadline=None)
