@@ -23,6 +23,7 @@ cdef enum:
     DEAD = -1
     ERR_STACKS = -3  # more than max_stacks heads: GrammarError E110
     ERR_SIZE = -4  # the tables outgrew their limits (or memory): GrammarError E108
+    ESCAPE = -5  # a sweep of cut stacks popped into the frame that stands for what was cut off
 
 cdef int32_t NO_MOVE = -2147483648  # structspec.grammar.ruleset.NO_MOVE: no move on a class
 
@@ -159,13 +160,14 @@ cdef class Pushdown:
     cdef int32_t* jump_to
     cdef int32_t* rs_seen
     # scratch
-    cdef IVec tops, todo, heads, stack, found, chars, chain, chain_off
+    cdef IVec tops, todo, heads, stack, found, chars, chain, chain_off, chain_cut  # chain*: mask()'s stacks
     cdef int32_t max_id
     cdef readonly Py_ssize_t expanded, probes  # counters for profiling: trie nodes expanded, loop probes
     cdef readonly int probe_at  # expansions of a run state after which its loop set is probed
     cdef readonly int chains_after  # expansions of a run state after which its counted chain is tried
     cdef readonly int chain_height  # subtrees taller than this are expanded, not checked along a chain
     cdef int32_t stamp, rs_stamp
+    cdef int32_t opaque  # the frame under cut stacks (see mask()), -1 until made
     cdef readonly Py_ssize_t max_frames, max_states, max_stacks
 
     def __cinit__(self):
@@ -180,7 +182,7 @@ cdef class Pushdown:
         self.pops = self.has_loop = NULL
         ivec_init(&self.rs_heads); ivec_init(&self.tops); ivec_init(&self.todo); ivec_init(&self.heads)
         ivec_init(&self.stack); ivec_init(&self.found); ivec_init(&self.chars)
-        ivec_init(&self.chain); ivec_init(&self.chain_off)
+        ivec_init(&self.chain); ivec_init(&self.chain_off); ivec_init(&self.chain_cut)
 
     def __init__(self, move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
                  multi_seq, multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
@@ -221,6 +223,7 @@ cdef class Pushdown:
         self.n_classes = move_rows.shape[1]
         self.max_frames, self.max_states, self.max_stacks = max_frames, max_states, max_stacks
         self.stamp = self.rs_stamp = 0
+        self.opaque = -1
         self.n_frames = self.n_runs = 0
         self.cap_frames = self.cap_runs = 0
         self.fh_cap = self.rh_cap = 0
@@ -243,7 +246,7 @@ cdef class Pushdown:
         free(self.q_loops); free(self.q_looped)
         free(self.rs_heads.data); free(self.tops.data); free(self.todo.data); free(self.heads.data)
         free(self.stack.data); free(self.found.data); free(self.chars.data)
-        free(self.chain.data); free(self.chain_off.data)
+        free(self.chain.data); free(self.chain_off.data); free(self.chain_cut.data)
 
     @property
     def n_run_states(self) -> int:
@@ -463,6 +466,8 @@ cdef class Pushdown:
             if self.final[q]:
                 if parent < 0:
                     accepting = 1
+                elif parent == self.opaque:
+                    return ESCAPE
                 elif ivec_push(todo, parent):
                     return ERR_SIZE
         if heads.size > self.max_stacks:
@@ -714,8 +719,9 @@ cdef class Pushdown:
                 length = 1
                 nxt = t
                 break
-            if self.uniform(nxt) < DEAD:
-                return ERR_SIZE
+            k = self.uniform(nxt)
+            if k < DEAD:
+                return k
             if self.uni_words[2 * nxt] != w0 or self.uni_words[2 * nxt + 1] != w1:
                 length = 1
                 break
@@ -900,20 +906,22 @@ cdef class Pushdown:
         self.cap_frames = self.cap_runs = 0
         self.fh_cap = self.rh_cap = 0
         self.stamp = self.rs_stamp = 0
+        self.opaque = -1
         self.rs_off[0] = 0
         if self._grow_frames() or self._grow_runs() or self._rehash_frames(1024) or self._rehash_runs(256):
             return -1
         return 0
 
-    cdef int32_t state_of(self, const int32_t* states, const int32_t* offsets, Py_ssize_t n_heads,
-                          bint accepting) noexcept nogil:
+    cdef int32_t state_of(self, const int32_t* states, const int32_t* offsets, const int32_t* cut,
+                          Py_ssize_t n_heads, bint accepting) noexcept nogil:
         """The run state of the stacks ``states[offsets[i]:offsets[i + 1]]`` (automaton states,
-        top first), which must be closed (every top can move)."""
+        top first), which must be closed (every top can move); a stack with ``cut[i]`` stands
+        on the opaque frame instead of ending there."""
         cdef Py_ssize_t i, j
         cdef int32_t parent
         self.heads.size = 0
         for i in range(n_heads):
-            parent = -1
+            parent = self.opaque if cut[i] else -1
             for j in range(offsets[i + 1] - 1, offsets[i] - 1, -1):
                 parent = self.frame(states[j], parent)
                 if parent < 0:
@@ -932,28 +940,37 @@ cdef class Pushdown:
         return self.intern_run(&self.heads, accepting)
 
     # -- Python entry points -----------------------------------------------------------------
-    def mask(self, tuple heads, bint accepting, uint32_t[::1] words, Py_ssize_t max_bytes):
+    def mask(self, tuple heads, bint accepting, uint32_t[::1] words, Py_ssize_t max_bytes, Py_ssize_t frames=0):
         """OR into ``words`` (packed, bit ``j`` of word ``i`` = token ``32 * i + j``) every text
         token whose bytes the parse state of the stacks ``heads`` consumes: each head the top
         frame of a stack (an object with ``state``, an automaton state, and ``parent``, the
         frame below or None: ``structspec.grammar.parse_state.Frame``), which must be closed.
         Past ``max_bytes`` of tables, they are emptied and freed first. Returns 0, or
-        ERR_STACKS / ERR_SIZE (``words`` partial)."""
+        ERR_STACKS / ERR_SIZE (``words`` partial).
+
+        With ``frames`` > 0, only each stack's top ``frames`` frames are read, and a stack cut
+        there stands on one opaque frame: the mask is then that of every state whose stacks
+        agree on those frames, unless some token's bytes would pop into the opaque frame, which
+        stops the sweep with ESCAPE (``words`` partial)."""
         cdef Py_ssize_t n_heads = len(heads), depth
         cdef long long q
         cdef object top
         cdef int32_t code
+        cdef bint any_cut = 0
         if words.shape[0] * 32 <= self.max_id:
             raise ValueError(f"{words.shape[0]} mask words cannot hold token id {self.max_id}")
         if not n_heads:
             return 0
-        self.chain.size = self.chain_off.size = 0
+        self.chain.size = self.chain_off.size = self.chain_cut.size = 0
         if ivec_push(&self.chain_off, 0):
             raise MemoryError()
         try:
             for top in heads:
                 depth = 0
                 while top is not None:
+                    if depth == frames > 0:
+                        any_cut = 1
+                        break
                     q = top.state
                     if not 0 <= q < self.n_states:
                         raise ValueError(f"automaton state {q} is outside 0..{self.n_states - 1}")
@@ -965,7 +982,7 @@ cdef class Pushdown:
                     top = top.parent
                 if depth == 0:
                     raise ValueError("a stack is empty")
-                if ivec_push(&self.chain_off, <int32_t> self.chain.size):
+                if ivec_push(&self.chain_off, <int32_t> self.chain.size) or ivec_push(&self.chain_cut, top is not None):
                     raise MemoryError()
         except (AttributeError, TypeError, OverflowError) as exc:
             raise ValueError(f"heads must be stack frames ({exc})") from exc
@@ -973,8 +990,13 @@ cdef class Pushdown:
             code = 0
             if self.nbytes_now() > max_bytes and self.reset():
                 code = ERR_SIZE
+            if code == 0 and any_cut and self.opaque < 0:
+                code = self.frame(self.n_states, -1)  # no automaton state: a frame of its own
+                if code >= 0:
+                    self.opaque = code
+                    code = 0
             if code == 0:
-                code = self.state_of(self.chain.data, self.chain_off.data, n_heads, accepting)
+                code = self.state_of(self.chain.data, self.chain_off.data, self.chain_cut.data, n_heads, accepting)
             if code >= 0:
                 code = self.sweep(code, &words[0], &self.stack)
         return code
