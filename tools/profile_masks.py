@@ -4,9 +4,10 @@
 
 The same replay as `tools/bench_masks.py` (stratified MaskBench sample, valid instances,
 compact JSON, Llama-3 tokenizer, structspec only, one process): before each token the mask is
-computed and timed. Each mask is classified by the work it took: a whole-state cache hit, or a
-sweep of the token trie by the native core, counted in trie nodes expanded and run states
-created (new transition rows). The slowest masks are listed with the text before them and
+computed and timed. Each mask is classified by the work it took: a whole-state cache hit, a
+top-frame cache hit (the mask of the stack's top frames, see docs/masks.md), or a sweep of the
+token trie by the native core, counted in trie nodes expanded and run states created (new
+transition rows). The slowest masks are listed with the text before them and
 those counts: the profile that shows what bounds the tail (docs/masks.md). ``--no-gc`` turns Python's cyclic garbage
 collector off for the replay: a collection (hundreds of milliseconds once torch and transformers
 are loaded) lands in whichever call is running, so it sets the slowest masks of a run.
@@ -43,6 +44,7 @@ class MaskCall:
     schema: str
     before: str
     cached: bool
+    top: bool = False  # taken from the top-frame cache, no sweep
     expanded: int = 0  # trie nodes expanded by the sweep
     created: int = 0  # run states created (determinized on the way)
 
@@ -50,6 +52,8 @@ class MaskCall:
     def kind(self) -> str:
         if self.cached:
             return "whole-state cache hit"
+        if self.top:
+            return "top-frame cache hit"
         return "sweep, new run states" if self.created else "sweep over known run states"
 
 
@@ -75,13 +79,14 @@ def _replay_text(compiled: CompiledGrammar, name: str, text: str, tokenizer: obj
     done = b""
     for token in tokenizer.encode(text, add_special_tokens=False)[:max_tokens]:  # type: ignore[attr-defined]
         cached = compiled.known_mask_words(matcher.state) is not None
-        expanded, runs = native.expanded, native.n_run_states
+        expanded, runs, tops = native.expanded, native.n_run_states, compiled._tops.hits
         start = time.perf_counter()
         matcher.mask_words()
         seconds = time.perf_counter() - start
         created = max(native.n_run_states - runs, 0)  # (a cleared table restarts the count)
-        calls.append(MaskCall(seconds, name, done[-40:].decode("utf-8", "replace"), cached,
-                              native.expanded - expanded, created))
+        swept = native.expanded - expanded
+        top = not cached and not swept and compiled._tops.hits > tops
+        calls.append(MaskCall(seconds, name, done[-40:].decode("utf-8", "replace"), cached, top, swept, created))
         if not matcher.accept_token(token):
             break
         done += compiled.vocabulary.token_bytes[token] or b""
