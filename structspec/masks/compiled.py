@@ -12,6 +12,10 @@ Design (the hot path; see docs/masks.md for the measurements behind it):
   dictionary hit. Equal masks share one array, across states and compiled grammars (found by
   a native digest of their words, compared in full): the positions of a counted string, and
   the same schema shapes in different grammars, allow the same tokens.
+* A one-stack state missing that cache may share its mask with states whose stacks agree on
+  their top frames (a schema's keys nested at other depths or under other parents): the mask
+  swept from the top frames over an opaque frame is kept per top, unless some token's bytes
+  pop into the opaque frame, which stops that sweep.
 
 Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
 """
@@ -151,9 +155,10 @@ class CompiledGrammar:
         words = self._runner.mask(state, frames)
         if words is None:
             return None
-        for head in state.heads:
-            for ref, _ in self.rules.token_edges[head.state]:
-                np.bitwise_or(words, self._token_refs[ref].words, out=words)
+        if self._token_refs:
+            for head in state.heads:
+                for ref, _ in self.rules.token_edges[head.state]:
+                    np.bitwise_or(words, self._token_refs[ref].words, out=words)
         if state.accepting:
             np.bitwise_or(words, self._eos_words, out=words)
         return words
