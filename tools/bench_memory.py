@@ -6,8 +6,8 @@ Replays the same stratified sample as `bench_masks.py` through structspec in thi
 thread, the trie built in setup), holds every compiled grammar with its caches, and reports the
 growth of the resident set per grammar (`bench_masks.py`'s figure) and what the grammars hold:
 the whole-state mask cache (its entries, the distinct masks among them and their bytes), the
-native core's run-state tables (allocated and in use), the rule sets' move rows, and the
-`byte_next` rows built so far. With `--trace`, `tracemalloc` runs during the replay (several
+native core's run-state tables (allocated and in use) and the rule sets' move rows (the byte
+moves of the Python advance read them directly). With `--trace`, `tracemalloc` runs during the replay (several
 times slower, and its bookkeeping inflates the resident-set figure) and the Python allocations
 still held are listed by source line; the native core's tables are allocated in C and not
 traced.
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import sys
 import tracemalloc
 from pathlib import Path
 
@@ -69,8 +68,6 @@ def main(argv: list[str] | None = None) -> None:
         "run-state tables, in use": tables_in_use,
         f"move rows ({sum(c.rules.n_states for c in held)} states)":
             sum(c.rules.move_rows.nbytes + c.rules.move_row.nbytes for c in held),
-        f"byte_next rows built ({sum(len(c.rules.byte_next) for c in held)}; dicts alone)":
-            sum(sys.getsizeof(row) for c in held for row in dict(c.rules.byte_next).values()),
         "state, step and forced caches' estimate": sum(c._steps.nbytes + c._jumps.nbytes for c in held),
     }
     for name, size in rows.items():

@@ -506,7 +506,7 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
         rule_names=tuple(names),
         rule_start=rule_start,
         root_start=rule_start[index[root]],
-        byte_next=ByteMoves(byte_class, move_rows, move_row),
+        byte_moves=ByteMoves(byte_class, move_rows, move_row),
         refs=tuple(refs),
         token_edges=tuple(token_edges),
         final=final.tobytes(),

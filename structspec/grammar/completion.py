@@ -128,7 +128,7 @@ def _cheapest_step(state: ParseState, costs: Sequence[float], spellable: np.ndar
         if total != best or costs[q] < 1:
             continue
         cheaper = costs[q] - 1
-        for b, target in rules.byte_next[q].items():
+        for b, target in rules.byte_moves.of(q).items():
             if spellable[b] and costs[target] == cheaper:
                 return True, b
         for ref, target in rules.token_edges[q]:

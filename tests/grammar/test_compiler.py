@@ -26,7 +26,7 @@ def layout(rules: RuleSet) -> tuple:
         rules.refs,
         rules.token_edges,
         rules.final,
-        [rules.byte_next[q] for q in range(n)],
+        [rules.byte_moves.of(q) for q in range(n)],
         rules.class_table()[:, rules.byte_class].tolist(),  # moves per byte, whatever the class numbering
     )
 
@@ -68,7 +68,9 @@ def test_byte_moves_match_the_class_table() -> None:
     table = rules.class_table()
     for q in range(rules.n_states):
         dense = table[q][rules.byte_class]
-        assert rules.byte_next[q] == {b: int(t) for b, t in enumerate(dense) if t >= 0}
+        expected = {b: int(t) for b, t in enumerate(dense) if t >= 0}
+        assert rules.byte_moves.of(q) == expected
+        assert [rules.byte_moves.step(q, b) for b in range(256)] == [expected.get(b) for b in range(256)]
     assert np.all(table < rules.n_states)
 
 
