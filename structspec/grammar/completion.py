@@ -51,7 +51,8 @@ def rule_completion_costs(rules: RuleSet, spellable: np.ndarray) -> list[float]:
     by_start: dict[int, list[tuple[int, int]]] = {}
     by_return: dict[int, list[tuple[int, int]]] = {}
     for q, refs in enumerate(rules.refs):
-        for start, ret in refs:
+        for start, step in refs:
+            ret = q + step
             by_start.setdefault(start, []).append((q, ret))
             by_return.setdefault(ret, []).append((q, start))
 

@@ -89,7 +89,8 @@ def close(rules: RuleSet, frames: Iterable[Frame]) -> tuple[tuple[Frame, ...], b
         q = top.state
         if movable[q]:
             heads[top] = None
-        for start, ret in refs[q]:
+        for start, step in refs[q]:
+            ret = q + step
             below = top.parent if sink[ret] else frame(rules, ret, top.parent)
             todo.append(frame(rules, start, below))
         if final[q]:

@@ -7,8 +7,8 @@ Layout (decided once; states and masks index into it, so changing it is a breaki
   with a handful of automata; recursion stays as rule references.
 * All automata share one global numbering of *states* ``0..n_states-1``. Per state:
   its byte moves (read off the move rows below, see :class:`ByteMoves`), ``refs[q]`` (tuple
-  of ``(rule start state, return state)`` pairs: push the rule, continue at the return state
-  once it finishes),
+  of ``(rule start state, return state - q)`` pairs: push the rule, continue at the return
+  state once it finishes; relative, so the inlined copies of a rule share their tuples),
   ``token_edges[q]`` (tuple of ``(token ref index, state)``) and ``final[q]`` (the rule may end
   here). Derived flags: ``movable[q]`` (a stack topped by ``q`` can
   consume a byte or a token), ``sink[q]`` (final with no moves at all: returning into it just
