@@ -427,7 +427,9 @@ def _layout(dfa: Determinized[int]) -> _Layout:
     the cache keeps and what assembling a grammar copies (no Python object per state)."""
     byte_class, table = _local_classes(dfa.edges)
     symbols: dict[str | TokenRef, int] = {}
-    edges = [(q, symbols.setdefault(sym, len(symbols)), t) for q, moves in enumerate(dfa.moves) for sym, t in moves.items()]
+    edges = [
+        (q, symbols.setdefault(sym, len(symbols)), t) for q, moves in enumerate(dfa.moves) for sym, t in moves.items()
+    ]
     calls = tuple(np.array(column, dtype=np.int32) for column in zip(*edges, strict=True)) if edges else _NO_CALLS
     has_bytes = (table >= 0).any(axis=1)
     return _Layout(byte_class, _smallest(table), calls, np.array(dfa.accept, dtype=bool), has_bytes, tuple(symbols))
@@ -507,7 +509,8 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
     shared: dict[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] = {}  # equal relative calls, once
     for r, layout in enumerate(layouts):
         base = rule_start[r]
-        called = [(True, rule_start[index[s]]) if isinstance(s, str) else (False, token_index[s]) for s in layout.symbols]
+        called = [(True, rule_start[index[s]]) if isinstance(s, str) else (False, token_index[s])
+                  for s in layout.symbols]
         by_state: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
         for q, symbol, t in zip(*(column.tolist() for column in layout.calls), strict=True):
             is_rule, number = called[symbol]
