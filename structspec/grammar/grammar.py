@@ -176,4 +176,5 @@ class Grammar:
         return state is not None and state.is_accepting()
 
     def __repr__(self) -> str:
-        return f"<Grammar root={self._root!r} rules={len(self._rules)} states={self._ruleset.n_states}>"
+        compiled = len(self._ruleset.rule_names)
+        return f"<Grammar root={self._root!r} compiled rules={compiled} states={self._ruleset.n_states}>"
