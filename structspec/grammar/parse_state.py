@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from structspec.errors import GrammarError
-from structspec.grammar.ruleset import NO_MOVE, RuleSet
+from structspec.grammar.ruleset import NO_BYTE, NO_MOVE, SEVERAL_BYTES, RuleSet
 
 MAX_STACKS = 10_000
 
@@ -233,10 +233,14 @@ class ParseState:
         while state is not None and len(out) < limit and not state.accepting:
             if any(state.rules.token_edges[h.state] for h in state.heads):
                 break
-            allowed = state.allowed_bytes()
-            if len(allowed) != 1:
+            moves = state.rules.byte_moves
+            only = {moves.only[moves.row_of[h.state]] for h in state.heads}
+            only.discard(NO_BYTE)
+            if len(only) != 1:
                 break
-            (b,) = allowed
+            (b,) = only
+            if b == SEVERAL_BYTES:
+                break
             out.append(b)
             state = state.advance_byte(b)
         return bytes(out)

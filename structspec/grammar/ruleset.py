@@ -36,6 +36,8 @@ from structspec.ir.expr import TokenRef
 
 NO_MOVE = np.iinfo(np.int32).min
 """``move_rows`` entry for no move on a class."""
+SEVERAL_BYTES, NO_BYTE = -1, -2
+"""``ByteMoves.only`` entries for a row that moves on several bytes, on none."""
 
 
 class ByteMoves:
@@ -44,7 +46,7 @@ class ByteMoves:
     (``target - q``, or ``NO_MOVE``) inline: memoryviews index to plain ints without numpy's
     per-call cost."""
 
-    __slots__ = ("_byte_class", "_move_rows", "class_of", "row_of", "rows")
+    __slots__ = ("_byte_class", "_move_rows", "class_of", "only", "row_of", "rows")
 
     def __init__(self, byte_class: np.ndarray, move_rows: np.ndarray, move_row: np.ndarray) -> None:
         self._byte_class = byte_class
@@ -52,11 +54,16 @@ class ByteMoves:
         self.rows = memoryview(np.ascontiguousarray(move_rows, dtype=np.int32))
         self.row_of = memoryview(np.ascontiguousarray(move_row, dtype=np.int32))
         self.class_of = bytes(byte_class.astype(np.uint8))  # at most 256 classes
-
-    def step(self, q: int, b: int) -> int | None:
-        """The state after byte ``b`` from state ``q``, or None."""
-        step = self.rows[self.row_of[q], self.class_of[b]]
-        return None if step == NO_MOVE else q + step
+        # only[row]: the one byte a state of that row moves on; SEVERAL_BYTES or NO_BYTE (forced bytes)
+        moving = move_rows != NO_MOVE
+        counts = moving.astype(np.int64) @ np.bincount(byte_class, minlength=move_rows.shape[1])
+        lowest = np.full(move_rows.shape[1], 256, dtype=np.int64)
+        np.minimum.at(lowest, byte_class, np.arange(256))
+        only = np.full(len(move_rows), SEVERAL_BYTES, dtype=np.int16)
+        only[counts == 0] = NO_BYTE
+        one = counts == 1
+        only[one] = lowest[moving[one].argmax(axis=1)]
+        self.only = memoryview(only)
 
     def of(self, q: int) -> dict[int, int]:
         """State ``q``'s moves, byte -> next state (built anew on each call)."""
