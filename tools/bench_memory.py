@@ -4,7 +4,8 @@
 
 Replays the same stratified sample as `bench_masks.py` through structspec in this process (one
 thread, the trie built in setup), holds every compiled grammar with its caches, and reports the
-growth of the resident set per grammar (`bench_masks.py`'s figure) and what the grammars hold:
+growth of the resident set per grammar (`bench_masks.py`'s figure: both readings after a full
+collection and `malloc_trim`) and what the grammars hold:
 the whole-state mask cache (its entries, the distinct masks among them and their bytes), the
 native core's run-state tables (allocated and in use), the rule sets' move rows (the Python
 advance reads its byte moves off them too) and the process-wide rule-automata cache (compile
