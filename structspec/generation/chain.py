@@ -55,10 +55,13 @@ class Draft:
 
     def children(self) -> dict[int, list[int]]:
         """Each node's children (-1: the root's), main-line child first."""
-        out: dict[int, list[int]] = {}
-        on_line = set(self.line)
-        for node, parent in sorted(enumerate(self.parents), key=lambda item: item[0] not in on_line):
-            out.setdefault(parent, []).append(node)
+        parents = self.parents
+        out: dict[int, list[int]] = {parents[node]: [node] for node in self.line}
+        if self.forks:  # branches: every node off the main line, in order
+            on_line = set(self.line)
+            for node, parent in enumerate(parents):
+                if node not in on_line:
+                    out.setdefault(parent, []).append(node)
         return out
 
 
@@ -97,33 +100,38 @@ class DraftChain:
         the sources along the main line) whose branches are at most ``limit`` tokens deep."""
         result = Draft()
         quota = {d.name: self.config.max_per_source for d in self.drafters if d.name != "forced"}
-        ranked = sorted(self.drafters, key=self._rank)
+        ranked = [(d, self.acceptance[d.name].probability) for d in sorted(self.drafters, key=self._rank)]
+        prices = {d.name: self._price(d) for d, _ in ranked if d.free}  # a model's changes as it drafts
+        main: list[int] = []  # the main line's tokens
         round_ = _RoundValue()
         progress = True
-        while progress and len(result.line) < limit and not matcher.is_finished():
+        while progress and len(main) < limit and not matcher.is_finished():
             progress = False
-            for drafter in ranked:
-                acceptance = self.acceptance[drafter.name].probability
-                price = self._price(drafter)
-                room = limit - len(result.line)
-                if drafter.name in quota:
-                    room = round_.worth(acceptance, price, min(room, quota[drafter.name]))
+            for drafter, acceptance in ranked:
+                name = drafter.name
+                price = prices[name] if drafter.free else self._price(drafter)
+                room = limit - len(main)
+                if name in quota:
+                    room = round_.worth(acceptance, price, min(room, quota[name]))
                 if room <= 0 or matcher.is_finished():
                     continue
-                proposal = drafter.propose(context + result.main, matcher, room, stats)
-                if drafter.name in quota:
-                    quota[drafter.name] -= len(proposal.tokens)
-                start, reach = len(result.line), round_.survival
-                round_.add(len(proposal.tokens), acceptance, price)
-                result.extend(proposal.tokens, proposal.qs, drafter.name)
+                proposal = drafter.propose(context + main, matcher, room, stats)
+                added = proposal.tokens
+                if name in quota:
+                    quota[name] -= len(added)
+                start, reach = len(main), round_.survival
+                round_.add(len(added), acceptance, price)
+                result.extend(added, proposal.qs, name)
+                main += added
                 for branch in proposal.branches:  # reached when the proposal's tokens before it pass
                     fork, tokens = start + branch.fork, branch.tokens
                     chance = reach * acceptance**branch.fork * self.branch_taken[branch.kind].probability
                     if self._fits(result, fork, tokens, limit) and round_.branch(chance, len(tokens), price):
-                        result.extend(tokens, [None] * len(tokens), drafter.name, fork=fork, kind=branch.kind)
-                progress = progress or bool(proposal.tokens)
+                        result.extend(tokens, [None] * len(tokens), name, fork=fork, kind=branch.kind)
+                progress = progress or bool(added)
+        sources = stats.sources
         for name in dict.fromkeys(result.sources):  # in order of first appearance, as stats list them
-            stats.sources.setdefault(name, SourceStats()).drafted += result.sources.count(name)
+            sources.setdefault(name, SourceStats()).drafted += result.sources.count(name)
         stats.branches += len(result.forks)
         return result
 
