@@ -35,18 +35,21 @@ class Draft:
     def extend(self, tokens: list[int], qs: list, source: str, fork: int | None = None, kind: str = "") -> None:
         """Add ``tokens`` in a row: to the main line, or with ``fork`` as a branch of ``kind``
         after the main line's first ``fork`` nodes."""
+        if len(tokens) != len(qs):
+            raise ValueError(f"{len(tokens)} tokens but {len(qs)} draft distributions")
+        if not tokens:
+            return
         ahead = len(self.line) if fork is None else fork
-        parent = self.line[ahead - 1] if ahead else -1
-        if fork is not None and tokens:
-            self.forks[len(self.tokens)] = kind
-        for token, q in zip(tokens, qs, strict=True):
-            if fork is None:
-                self.line.append(len(self.tokens))
-            self.parents.append(parent)
-            parent = len(self.tokens)
-            self.tokens.append(token)
-            self.sources.append(source)
-            self.qs.append(q)
+        first = len(self.tokens)
+        if fork is None:
+            self.line += range(first, first + len(tokens))
+        else:
+            self.forks[first] = kind
+        self.parents.append(self.line[ahead - 1] if ahead else -1)
+        self.parents += range(first, first + len(tokens) - 1)  # then each token after the one before
+        self.tokens += tokens
+        self.sources += [source] * len(tokens)
+        self.qs += qs
 
     @property
     def main(self) -> list[int]:
@@ -142,7 +145,7 @@ class DraftChain:
         if not self.branching or not tokens or fork + len(tokens) > limit:
             return False
         parent = result.line[fork - 1] if fork else -1
-        return not any(token == tokens[0] and result.parents[n] == parent for n, token in enumerate(result.tokens))
+        return (parent, tokens[0]) not in zip(result.parents, result.tokens, strict=True)
 
     def _rank(self, drafter) -> tuple[bool, float]:
         bonus = 0.2 if drafter.name == "forced" else 0.0  # taken whole: first unless clearly less accepted
@@ -166,8 +169,7 @@ class DraftChain:
         acceptance along the main line and how often reached branches were taken. (The cost of
         the verifying forward goes to :attr:`forward` from the loop that runs it.)"""
         kept = set(path)
-        rejected = draft.children().get(path[-1] if path else -1, [])[:1]
-        for node in [*path, *rejected]:
+        for node in [*path, *_first_child(draft, path)]:
             source = stats.sources[draft.sources[node]]
             source.verified += 1
             source.accepted += node in kept
@@ -219,3 +221,12 @@ class _RoundValue:
                 break
             survival, expected, cost, count = gain, expected + gain, cost + price, count + 1
         return count
+
+
+def _first_child(draft: Draft, path: list[int]) -> list[int]:
+    """The child of the path's last node (the root's when empty) that the target checked next
+    and rejected: its main-line child, else its first branch (see :meth:`Draft.children`)."""
+    last, depth, parents = path[-1] if path else -1, len(path), draft.parents
+    if depth < len(draft.line) and parents[draft.line[depth]] == last:
+        return [draft.line[depth]]
+    return [parents.index(last)] if last in parents else []
