@@ -106,6 +106,7 @@ class DraftChain:
         ranked = [(d, self.acceptance[d.name].probability) for d in sorted(self.drafters, key=self._rank)]
         prices = {d.name: self._price(d) for d, _ in ranked if d.free}  # a model's changes as it drafts
         main: list[int] = []  # the main line's tokens
+        sequence = context  # the context and the main line (drafters only read it)
         round_ = _RoundValue()
         progress = True
         while progress and len(main) < limit and not matcher.is_finished():
@@ -118,14 +119,16 @@ class DraftChain:
                     room = round_.worth(acceptance, price, min(room, quota[name]))
                 if room <= 0 or matcher.is_finished():
                     continue
-                proposal = drafter.propose(context + main, matcher, room, stats)
+                proposal = drafter.propose(sequence, matcher, room, stats)
                 added = proposal.tokens
                 if name in quota:
                     quota[name] -= len(added)
                 start, reach = len(main), round_.survival
                 round_.add(len(added), acceptance, price)
                 result.extend(added, proposal.qs, name)
-                main += added
+                if added:
+                    main += added
+                    sequence = context + main
                 for branch in proposal.branches:  # reached when the proposal's tokens before it pass
                     fork, tokens = start + branch.fork, branch.tokens
                     chance = reach * acceptance**branch.fork * self.branch_taken[branch.kind].probability
