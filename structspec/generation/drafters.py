@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, islice
 
 import torch
 
@@ -154,7 +154,7 @@ class NgramDrafter:
         start = ends[-1] if ends else 0
         added = [token_bytes[token_id] or b"" for token_id in context[keep:]]
         ids += context[keep:]
-        ends += (start + end for end in accumulate(map(len, added)))
+        ends += islice(accumulate(map(len, added), initial=start), 1, None)
         self._data = self._data[:start] + b"".join(added)
         return self._data
 
@@ -215,14 +215,14 @@ def longest_repeated_suffix(data: bytes, shortest: int, longest: int) -> int:
     return found if found >= shortest else 0
 
 
-VALUE_DELIMITERS = b'":,[{'
+VALUE_DELIMITERS = tuple(bytes([byte]) for byte in b'":,[{')
 
 
 def value_length(data: bytes, limit: int) -> int:
     """How many trailing bytes of ``data`` follow its last JSON delimiter (the value being
     written); all of the last ``limit`` bytes when none of them is one."""
     tail = data[-limit:]
-    return len(tail) - 1 - max(tail.rfind(bytes([b])) for b in VALUE_DELIMITERS)
+    return len(tail) - 1 - max(map(tail.rfind, VALUE_DELIMITERS))
 
 
 def agreed_continuation(data: bytes, starts: list[int], span_bytes: int) -> bytes:
@@ -231,10 +231,15 @@ def agreed_continuation(data: bytes, starts: list[int], span_bytes: int) -> byte
     if not spans:
         return b""
     low, high = min(spans), max(spans)  # what the sorted extremes share, every span shares
-    n = 0
-    while n < len(low) and low[n] == high[n]:
-        n += 1
-    return low[:n]
+    return low[: shared_length(low, high)]
+
+
+def shared_length(low: bytes, high: bytes) -> int:
+    """How many leading bytes ``low`` and ``high`` share: the first differing byte is where
+    their bits, read as big-endian numbers of the same width, first differ."""
+    width = min(len(low), len(high))
+    differ = int.from_bytes(low[:width], "big") ^ int.from_bytes(high[:width], "big")
+    return width - (differ.bit_length() + 7) // 8
 
 
 MAX_BRANCHES = 3  # value ends proposed per n-gram draft
@@ -262,7 +267,7 @@ def value_ends(
     for fork in range(len(run) + 1):
         if not text.startswith(copied):
             break  # past the text: a value the run closed itself
-        if (value + copied)[-1:].isalnum() and ends_word(text[len(copied) :]):
+        if (copied or value)[-1:].isalnum() and ends_word(text[len(copied) :]):
             tokens = compiled.forced_after(states[fork], b'"')
             if tokens:
                 branches.append((fork, tokens))

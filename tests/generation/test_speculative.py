@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 
 import jsonschema
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
@@ -307,6 +308,23 @@ def test_verify_greedy_choice_is_masked_argmax(row: list[float], prefix: bytes) 
             verify(logits, Draft(), matcher, Sampling(), torch.Generator(), Stats())
         return
     assert verify(logits, Draft(), matcher, Sampling(), torch.Generator(), Stats()) == ([], expected)
+
+
+@given(st.data(), st.integers(1, 100), st.integers(0, 40))
+def test_a_forbidden_argmax_gives_way_to_the_masked_rows_argmax(data, size: int, padding: int) -> None:
+    """verify's stand-in for a forbidden argmax is the argmax of the row masked in place (every
+    forbidden id and every id past the vocabulary at -inf), as masked decoding reads it: NaN
+    first, the lowest id among ties, 0 for an all -inf row; over masks of several words."""
+    from structspec.generation.verify import _allowed_argmax
+
+    row = np.array(data.draw(st.lists(SPECIAL_LOGITS, min_size=size + padding, max_size=size + padding)),
+                   dtype=np.float32)
+    allowed = np.array(data.draw(st.lists(st.booleans(), min_size=size, max_size=size)))
+    words = np.packbits(np.concatenate([allowed, np.zeros(-size % 32, bool)]), bitorder="little").view(np.uint32)
+    masked = row.copy()
+    masked[:size][~allowed] = -np.inf
+    masked[size:] = -np.inf
+    assert _allowed_argmax(row, words, size) == int(masked.argmax())
 
 
 # -- real weights ------------------------------------------------------------------------------
