@@ -114,9 +114,10 @@ class DraftChain:
             for drafter, acceptance in ranked:
                 name = drafter.name
                 price = prices[name] if drafter.free else self._price(drafter)
+                upfront = self._upfront(drafter, sequence)
                 room = limit - len(main)
                 if name in quota:
-                    room = round_.worth(acceptance, price, min(room, quota[name]))
+                    room = round_.worth(acceptance, price, min(room, quota[name]), upfront)
                 if room <= 0 or matcher.is_finished():
                     continue
                 proposal = drafter.propose(sequence, matcher, room, stats)
@@ -124,7 +125,7 @@ class DraftChain:
                 if name in quota:
                     quota[name] -= len(added)
                 start, reach = len(main), round_.survival
-                round_.add(len(added), acceptance, price)
+                round_.add(len(added), acceptance, price, upfront)
                 result.extend(added, proposal.qs, name)
                 if added:
                     main += added
@@ -157,15 +158,25 @@ class DraftChain:
     def _price(self, drafter) -> float:
         """A drafted token's cost in verifying forwards: what it adds to the target's forward,
         plus, for a model token, ``SpecConfig.draft_cost`` or else the draft model's measured
-        time (its prior price until measured)."""
+        forward over one token (its prior price until measured)."""
         base = self.forward.base
         price = self.forward.per_token / base if base else 0.0
         if drafter.free:
             return price
         if self.config.draft_cost is not None:
             return price + self.config.draft_cost
-        seconds = drafter.time_per_token.seconds
+        seconds = drafter.cost.step
         return price + (seconds / base if seconds and base else drafter.prior_price)
+
+    def _upfront(self, drafter, context: list[int]) -> float:
+        """What a paid source's first token costs on top of its price, in verifying forwards:
+        the draft model catching up on ``context`` (a new sequence's prompt, the tokens
+        committed since it last drafted), once measured; nothing with a configured
+        ``draft_cost``."""
+        base, per_token = self.forward.base, None if drafter.free else drafter.cost.per_token
+        if not base or not per_token or self.config.draft_cost is not None:
+            return 0.0
+        return per_token * drafter.catch_up(context) / base
 
     def record(self, draft: Draft, path: list[int], stats: Stats) -> None:
         """Credit the accepted nodes (``path``) to their sources, and update the sources'
@@ -198,7 +209,9 @@ class _RoundValue:
     expected: float = 1.0  # the verified token, plus each draft token's chance of being kept
     cost: float = 1.0  # the verifying forward, plus paid draft tokens
 
-    def add(self, count: int, acceptance: float, price: float) -> None:
+    def add(self, count: int, acceptance: float, price: float, upfront: float = 0.0) -> None:
+        if count:
+            self.cost += upfront
         for _ in range(count):
             self.survival *= acceptance
             self.expected += self.survival
@@ -214,16 +227,17 @@ class _RoundValue:
         self.cost += price * count
         return True
 
-    def worth(self, acceptance: float, price: float, most: int = 64) -> int:
-        """How many tokens at ``price`` each raise expected tokens per cost, drafted next (at
-        most ``most``: counted no further than the room the caller has)."""
-        survival, expected, cost, count = self.survival, self.expected, self.cost, 0
+    def worth(self, acceptance: float, price: float, most: int = 64, upfront: float = 0.0) -> int:
+        """How many tokens at ``price`` each, after paying ``upfront`` for the first, raise
+        expected tokens per cost, drafted next (at most ``most``: counted no further than the
+        room the caller has); 0 when no count pays for the upfront cost."""
+        survival, expected, cost, count = self.survival, self.expected, self.cost + upfront, 0
         while count < most:
             gain = survival * acceptance
             if gain * cost <= expected * price:
                 break
             survival, expected, cost, count = gain, expected + gain, cost + price, count + 1
-        return count
+        return count if expected * self.cost > self.expected * cost else 0
 
 
 def _first_child(draft: Draft, path: list[int]) -> list[int]:

@@ -9,7 +9,7 @@ from itertools import accumulate, islice
 
 import torch
 
-from structspec.generation.adaptive import CallTime
+from structspec.generation.adaptive import DraftModelCost
 from structspec.generation.cache import CachedModel, common_prefix
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
@@ -294,18 +294,26 @@ class ModelDrafter:
     name = "draft"
     free = False  # a draft forward per token
 
-    def __init__(self, runner: CachedModel, sampling: Sampling, rng: torch.Generator, prior_price: float) -> None:
+    def __init__(
+        self, runner: CachedModel, sampling: Sampling, rng: torch.Generator, prior_price: float, cost: DraftModelCost
+    ) -> None:
         self.runner = runner
         self.sampling = sampling
         self.rng = rng
-        self.time_per_token = CallTime()
+        self.cost = cost  # measured, shared with the generator's other sequences
         self.prior_price = prior_price  # a token's cost in target forwards until measured
 
+    def catch_up(self, context: list[int]) -> int:
+        """The tokens of ``context`` before its last that the draft model's cache lacks, fed
+        with its next draft token."""
+        return self.runner.pending(context) - 1
+
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Proposal:
-        start = time.perf_counter()
         tokens: list[int] = []
         qs: list[torch.Tensor | None] = []
         while len(tokens) < limit and not matcher.is_finished():
+            start = time.perf_counter()
+            fed = self.runner.pending(context + tokens)
             with stats.timing("draft"):
                 row = self.runner.logits(context + tokens, 1)[0]
             stats.draft_forwards += 1
@@ -319,10 +327,10 @@ class ModelDrafter:
                     q = self.sampling.probs(row)
                     token = int(torch.multinomial(q, 1, generator=self.rng))
             with stats.timing("mask"):
-                if not matcher.accept_token(token):  # an all -inf row: nothing allowed is left
-                    break
+                accepted = matcher.accept_token(token)
+            self.cost.add(fed, time.perf_counter() - start)
+            if not accepted:  # an all -inf row: nothing allowed is left
+                break
             tokens.append(token)
             qs.append(q)
-        if tokens:
-            self.time_per_token.add((time.perf_counter() - start) / len(tokens))
         return Proposal(tokens, qs)
