@@ -14,8 +14,11 @@ Reported per engine: per-token mask time p50/p90/p99/max; compile time and time-
 were all allowed and accepted, then accepted as complete unless cut at `--max-tokens`; compile
 failures and time-outs count as failures); memory per compiled grammar: the growth of the
 process's resident set (RSS) while all its compiled grammars and their caches are held, divided
-by their number. Each engine runs in its own fresh process, on one thread (OMP/MKL/rayon at 1,
-`torch.set_num_threads(1)`, each peer's own settings, see tools/peers). transformers-cfg and
+by their number (both readings after a full collection and after the C heap's free pages are
+handed back to the system, glibc's `malloc_trim`, so that memory freed by setup and reused by
+the replay does not hide what the grammars hold). Each engine runs in its own fresh process, on
+one thread (OMP/MKL/rayon at 1, `torch.set_num_threads(1)`, each peer's own settings, see
+tools/peers). transformers-cfg and
 lm-format-enforcer (pure Python) get only the first `--slow-sample` schemas of the same sample.
 
 structspec's grammars come from `structspec.jsonschema.schema_to_gbnf` (strict unless
@@ -27,6 +30,8 @@ peers write theirs.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import gc
 import importlib.util
 import json
@@ -178,14 +183,12 @@ def run_engine(engine: str, files: list[str], tokenizer: str, args: dict[str, An
         peer = make_peer(engine, tokenizer, compile_timeout_s=args["compile_timeout_s"])
     result = EngineResult(engine, setup_s=time.perf_counter() - start)
     held: list[PeerGrammar] = []
-    gc.collect()
     rss_before = _rss_bytes()
     for path in files:
         outcome, grammar = _run_schema(peer, Path(path), args, result.mask_s)
         result.schemas.append(outcome)
         if grammar is not None:
             held.append(grammar)
-    gc.collect()
     rss_after = _rss_bytes()
     if held and rss_before is not None and rss_after is not None:
         result.rss_bytes_per_grammar = (rss_after - rss_before) / len(held)
@@ -249,6 +252,11 @@ def _replay(
 
 
 def _rss_bytes() -> int | None:
+    """The resident set after a full collection and after the C heap's free pages are handed back
+    (glibc's ``malloc_trim``): what is held, not what was."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: the heap stays as it is
+        ctypes.CDLL(None).malloc_trim(0)
     try:
         with open("/proc/self/statm", encoding="ascii") as statm:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

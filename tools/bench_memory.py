@@ -4,20 +4,20 @@
 
 Replays the same stratified sample as `bench_masks.py` through structspec in this process (one
 thread, the trie built in setup), holds every compiled grammar with its caches, and reports the
-growth of the resident set per grammar (`bench_masks.py`'s figure) and what the grammars hold:
+growth of the resident set per grammar (`bench_masks.py`'s figure: both readings after a full
+collection and `malloc_trim`) and what the grammars hold:
 the whole-state mask cache (its entries, the distinct masks among them and their bytes), the
-native core's run-state tables (allocated and in use), the rule sets' move rows, and the
-`byte_next` rows built so far. With `--trace`, `tracemalloc` runs during the replay (several
-times slower, and its bookkeeping inflates the resident-set figure) and the Python allocations
-still held are listed by source line; the native core's tables are allocated in C and not
-traced.
+native core's run-state tables (allocated and in use), the rule sets' move rows (the Python
+advance reads its byte moves off them too) and the process-wide rule-automata cache (compile
+time only, shared by every grammar the process compiles, reported as such). With `--trace`,
+`tracemalloc` runs during the replay (several times slower, and its bookkeeping inflates the
+resident-set figure) and the Python allocations still held are listed by source line; the
+native core's tables are allocated in C and not traced.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
-import sys
 import tracemalloc
 from pathlib import Path
 
@@ -26,6 +26,8 @@ from _assets import tokenizer_dir as find_tokenizer_dir
 from bench_masks import StructspecPeer, _rss_bytes, _run_schema, has_valid_instance
 from peers import pin_single_thread
 from peers.tokens import load_tokenizer
+
+from structspec.grammar.compiler import _DFA_CACHE
 
 MIB = 1 << 20
 
@@ -44,7 +46,6 @@ def main(argv: list[str] | None = None) -> None:
     peer = StructspecPeer(load_tokenizer(str(find_tokenizer_dir("llama3", assets))), relaxed=False)
     options = {"relaxed": False, "max_tokens": args.max_tokens, "schema_budget_s": args.schema_budget_s}
     mask_s: list[float] = []
-    gc.collect()
     if args.trace:
         tracemalloc.start(1)
     before = _rss_bytes() or 0
@@ -53,7 +54,6 @@ def main(argv: list[str] | None = None) -> None:
         _, grammar = _run_schema(peer, Path(path), options, mask_s)
         if grammar is not None:
             held.append(grammar.compiled)
-    gc.collect()
     growth = (_rss_bytes() or 0) - before
     print(f"{len(held)} compiled grammars, {len(mask_s)} masks; resident set growth {growth / MIB:.1f} MiB, "
           f"{growth / max(len(held), 1) / MIB:.2f} MiB per grammar")
@@ -69,9 +69,8 @@ def main(argv: list[str] | None = None) -> None:
         "run-state tables, in use": tables_in_use,
         f"move rows ({sum(c.rules.n_states for c in held)} states)":
             sum(c.rules.move_rows.nbytes + c.rules.move_row.nbytes for c in held),
-        f"byte_next rows built ({sum(len(c.rules.byte_next) for c in held)}; dicts alone)":
-            sum(sys.getsizeof(row) for c in held for row in dict(c.rules.byte_next).values()),
         "state, step and forced caches' estimate": sum(c._steps.nbytes + c._jumps.nbytes for c in held),
+        f"rule-automata cache, process-wide ({len(_DFA_CACHE)} automata)": _DFA_CACHE.nbytes,
     }
     for name, size in rows.items():
         print(f"  {name:<58} {size / MIB:8.1f} MiB")

@@ -70,7 +70,7 @@ def _trie_and_table():
     vocab = Vocabulary.from_tokenizer(load_tokenizer("llama3"))
     trie = token_trie(vocab)
     rules = Grammar.from_gbnf(GRAMMAR).ruleset
-    inside = rules.byte_next[rules.root_start][ord('"')]
+    inside = rules.byte_moves.of(rules.root_start)[ord('"')]
     table = rules.class_table()
     loops = np.zeros((len(table), 2), np.uint64)
     for q in range(len(table)):

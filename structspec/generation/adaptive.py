@@ -23,20 +23,26 @@ class Acceptance:
         self.rejected = self.rejected * self.decay + (1.0 if rejected else 0.0)
 
 
-class CallTime:
-    """Moving average of a call's seconds; the first call, which encodes the prompt, is left out."""
+class DraftModelCost:
+    """A draft-model forward's seconds: ``step`` when it feeds one token (the usual drafting
+    call), plus ``per_token`` for each further token it feeds -- the tokens committed since its
+    cache last saw the sequence, or a new sequence's prompt. Moving averages, shared by a
+    generator's sequences, so that a new sequence starts from what was measured."""
 
     def __init__(self, weight: float = 0.2) -> None:
         self.weight = weight
-        self.seconds: float | None = None
-        self._calls = 0
+        self.step: float | None = None
+        self.per_token: float | None = None
 
-    def add(self, seconds: float) -> None:
-        self._calls += 1
-        if self._calls == 1:
-            return
-        last = self.seconds
-        self.seconds = seconds if last is None else (1 - self.weight) * last + self.weight * seconds
+    def add(self, fed: int, seconds: float) -> None:
+        """Record a forward that fed ``fed`` tokens and took ``seconds`` (its masking included)."""
+        if fed <= 1:
+            self.step = self._mean(self.step, seconds)
+        else:
+            self.per_token = self._mean(self.per_token, max(0.0, seconds - (self.step or 0.0)) / (fed - 1))
+
+    def _mean(self, last: float | None, value: float) -> float:
+        return value if last is None else (1 - self.weight) * last + self.weight * value
 
 
 class ForwardCost:

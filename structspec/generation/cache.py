@@ -57,6 +57,10 @@ class CachedModel:
         self.tokens.extend(feed)
         return self._rows(out.logits[0, -n_out:])
 
+    def pending(self, sequence: list[int]) -> int:
+        """How many tokens :meth:`logits` would feed for ``sequence`` (at least its last)."""
+        return len(sequence) - common_prefix(self.tokens, sequence, len(sequence) - 1)
+
     def adopt(self, donor: CachedModel, sequence: list[int]) -> None:
         """Start (empty) holding a copy of what ``donor`` (of the same model) holds of
         ``sequence``'s longest shared prefix, at most all but its last token: a prompt that

@@ -35,18 +35,21 @@ class Draft:
     def extend(self, tokens: list[int], qs: list, source: str, fork: int | None = None, kind: str = "") -> None:
         """Add ``tokens`` in a row: to the main line, or with ``fork`` as a branch of ``kind``
         after the main line's first ``fork`` nodes."""
+        if len(tokens) != len(qs):
+            raise ValueError(f"{len(tokens)} tokens but {len(qs)} draft distributions")
+        if not tokens:
+            return
         ahead = len(self.line) if fork is None else fork
-        parent = self.line[ahead - 1] if ahead else -1
-        if fork is not None and tokens:
-            self.forks[len(self.tokens)] = kind
-        for token, q in zip(tokens, qs, strict=True):
-            if fork is None:
-                self.line.append(len(self.tokens))
-            self.parents.append(parent)
-            parent = len(self.tokens)
-            self.tokens.append(token)
-            self.sources.append(source)
-            self.qs.append(q)
+        first = len(self.tokens)
+        if fork is None:
+            self.line += range(first, first + len(tokens))
+        else:
+            self.forks[first] = kind
+        self.parents.append(self.line[ahead - 1] if ahead else -1)
+        self.parents += range(first, first + len(tokens) - 1)  # then each token after the one before
+        self.tokens += tokens
+        self.sources += [source] * len(tokens)
+        self.qs += qs
 
     @property
     def main(self) -> list[int]:
@@ -55,10 +58,13 @@ class Draft:
 
     def children(self) -> dict[int, list[int]]:
         """Each node's children (-1: the root's), main-line child first."""
-        out: dict[int, list[int]] = {}
-        on_line = set(self.line)
-        for node, parent in sorted(enumerate(self.parents), key=lambda item: item[0] not in on_line):
-            out.setdefault(parent, []).append(node)
+        parents = self.parents
+        out: dict[int, list[int]] = {parents[node]: [node] for node in self.line}
+        if self.forks:  # branches: every node off the main line, in order
+            on_line = set(self.line)
+            for node, parent in enumerate(parents):
+                if node not in on_line:
+                    out.setdefault(parent, []).append(node)
         return out
 
 
@@ -97,33 +103,42 @@ class DraftChain:
         the sources along the main line) whose branches are at most ``limit`` tokens deep."""
         result = Draft()
         quota = {d.name: self.config.max_per_source for d in self.drafters if d.name != "forced"}
-        ranked = sorted(self.drafters, key=self._rank)
+        ranked = [(d, self.acceptance[d.name].probability) for d in sorted(self.drafters, key=self._rank)]
+        prices = {d.name: self._price(d) for d, _ in ranked if d.free}  # a model's changes as it drafts
+        main: list[int] = []  # the main line's tokens
+        sequence = context  # the context and the main line (drafters only read it)
         round_ = _RoundValue()
         progress = True
-        while progress and len(result.line) < limit and not matcher.is_finished():
+        while progress and len(main) < limit and not matcher.is_finished():
             progress = False
-            for drafter in ranked:
-                acceptance = self.acceptance[drafter.name].probability
-                price = self._price(drafter)
-                room = limit - len(result.line)
-                if drafter.name in quota:
-                    room = round_.worth(acceptance, price, min(room, quota[drafter.name]))
+            for drafter, acceptance in ranked:
+                name = drafter.name
+                price = prices[name] if drafter.free else self._price(drafter)
+                upfront = self._upfront(drafter, sequence)
+                room = limit - len(main)
+                if name in quota:
+                    room = round_.worth(acceptance, price, min(room, quota[name]), upfront)
                 if room <= 0 or matcher.is_finished():
                     continue
-                proposal = drafter.propose(context + result.main, matcher, room, stats)
-                if drafter.name in quota:
-                    quota[drafter.name] -= len(proposal.tokens)
-                start, reach = len(result.line), round_.survival
-                round_.add(len(proposal.tokens), acceptance, price)
-                result.extend(proposal.tokens, proposal.qs, drafter.name)
+                proposal = drafter.propose(sequence, matcher, room, stats)
+                added = proposal.tokens
+                if name in quota:
+                    quota[name] -= len(added)
+                start, reach = len(main), round_.survival
+                round_.add(len(added), acceptance, price, upfront)
+                result.extend(added, proposal.qs, name)
+                if added:
+                    main += added
+                    sequence = context + main
                 for branch in proposal.branches:  # reached when the proposal's tokens before it pass
                     fork, tokens = start + branch.fork, branch.tokens
                     chance = reach * acceptance**branch.fork * self.branch_taken[branch.kind].probability
                     if self._fits(result, fork, tokens, limit) and round_.branch(chance, len(tokens), price):
-                        result.extend(tokens, [None] * len(tokens), drafter.name, fork=fork, kind=branch.kind)
-                progress = progress or bool(proposal.tokens)
+                        result.extend(tokens, [None] * len(tokens), name, fork=fork, kind=branch.kind)
+                progress = progress or bool(added)
+        sources = stats.sources
         for name in dict.fromkeys(result.sources):  # in order of first appearance, as stats list them
-            stats.sources.setdefault(name, SourceStats()).drafted += result.sources.count(name)
+            sources.setdefault(name, SourceStats()).drafted += result.sources.count(name)
         stats.branches += len(result.forks)
         return result
 
@@ -134,7 +149,7 @@ class DraftChain:
         if not self.branching or not tokens or fork + len(tokens) > limit:
             return False
         parent = result.line[fork - 1] if fork else -1
-        return not any(token == tokens[0] and result.parents[n] == parent for n, token in enumerate(result.tokens))
+        return (parent, tokens[0]) not in zip(result.parents, result.tokens, strict=True)
 
     def _rank(self, drafter) -> tuple[bool, float]:
         bonus = 0.2 if drafter.name == "forced" else 0.0  # taken whole: first unless clearly less accepted
@@ -143,23 +158,32 @@ class DraftChain:
     def _price(self, drafter) -> float:
         """A drafted token's cost in verifying forwards: what it adds to the target's forward,
         plus, for a model token, ``SpecConfig.draft_cost`` or else the draft model's measured
-        time (its prior price until measured)."""
+        forward over one token (its prior price until measured)."""
         base = self.forward.base
         price = self.forward.per_token / base if base else 0.0
         if drafter.free:
             return price
         if self.config.draft_cost is not None:
             return price + self.config.draft_cost
-        seconds = drafter.time_per_token.seconds
+        seconds = drafter.cost.step
         return price + (seconds / base if seconds and base else drafter.prior_price)
+
+    def _upfront(self, drafter, context: list[int]) -> float:
+        """What a paid source's first token costs on top of its price, in verifying forwards:
+        the draft model catching up on ``context`` (a new sequence's prompt, the tokens
+        committed since it last drafted), once measured; nothing with a configured
+        ``draft_cost``."""
+        base, per_token = self.forward.base, None if drafter.free else drafter.cost.per_token
+        if not base or not per_token or self.config.draft_cost is not None:
+            return 0.0
+        return per_token * drafter.catch_up(context) / base
 
     def record(self, draft: Draft, path: list[int], stats: Stats) -> None:
         """Credit the accepted nodes (``path``) to their sources, and update the sources'
         acceptance along the main line and how often reached branches were taken. (The cost of
         the verifying forward goes to :attr:`forward` from the loop that runs it.)"""
         kept = set(path)
-        rejected = draft.children().get(path[-1] if path else -1, [])[:1]
-        for node in [*path, *rejected]:
+        for node in [*path, *_first_child(draft, path)]:
             source = stats.sources[draft.sources[node]]
             source.verified += 1
             source.accepted += node in kept
@@ -185,7 +209,9 @@ class _RoundValue:
     expected: float = 1.0  # the verified token, plus each draft token's chance of being kept
     cost: float = 1.0  # the verifying forward, plus paid draft tokens
 
-    def add(self, count: int, acceptance: float, price: float) -> None:
+    def add(self, count: int, acceptance: float, price: float, upfront: float = 0.0) -> None:
+        if count:
+            self.cost += upfront
         for _ in range(count):
             self.survival *= acceptance
             self.expected += self.survival
@@ -201,13 +227,23 @@ class _RoundValue:
         self.cost += price * count
         return True
 
-    def worth(self, acceptance: float, price: float, most: int = 64) -> int:
-        """How many tokens at ``price`` each raise expected tokens per cost, drafted next (at
-        most ``most``: counted no further than the room the caller has)."""
-        survival, expected, cost, count = self.survival, self.expected, self.cost, 0
+    def worth(self, acceptance: float, price: float, most: int = 64, upfront: float = 0.0) -> int:
+        """How many tokens at ``price`` each, after paying ``upfront`` for the first, raise
+        expected tokens per cost, drafted next (at most ``most``: counted no further than the
+        room the caller has); 0 when no count pays for the upfront cost."""
+        survival, expected, cost, count = self.survival, self.expected, self.cost + upfront, 0
         while count < most:
             gain = survival * acceptance
             if gain * cost <= expected * price:
                 break
             survival, expected, cost, count = gain, expected + gain, cost + price, count + 1
-        return count
+        return count if expected * self.cost > self.expected * cost else 0
+
+
+def _first_child(draft: Draft, path: list[int]) -> list[int]:
+    """The child of the path's last node (the root's when empty) that the target checked next
+    and rejected: its main-line child, else its first branch (see :meth:`Draft.children`)."""
+    last, depth, parents = path[-1] if path else -1, len(path), draft.parents
+    if depth < len(draft.line) and parents[draft.line[depth]] == last:
+        return [draft.line[depth]]
+    return [parents.index(last)] if last in parents else []

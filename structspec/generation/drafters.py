@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, islice
 
 import torch
 
-from structspec.generation.adaptive import CallTime
+from structspec.generation.adaptive import DraftModelCost
 from structspec.generation.cache import CachedModel, common_prefix
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
@@ -154,7 +154,7 @@ class NgramDrafter:
         start = ends[-1] if ends else 0
         added = [token_bytes[token_id] or b"" for token_id in context[keep:]]
         ids += context[keep:]
-        ends += (start + end for end in accumulate(map(len, added)))
+        ends += islice(accumulate(map(len, added), initial=start), 1, None)
         self._data = self._data[:start] + b"".join(added)
         return self._data
 
@@ -215,14 +215,14 @@ def longest_repeated_suffix(data: bytes, shortest: int, longest: int) -> int:
     return found if found >= shortest else 0
 
 
-VALUE_DELIMITERS = b'":,[{'
+VALUE_DELIMITERS = tuple(bytes([byte]) for byte in b'":,[{')
 
 
 def value_length(data: bytes, limit: int) -> int:
     """How many trailing bytes of ``data`` follow its last JSON delimiter (the value being
     written); all of the last ``limit`` bytes when none of them is one."""
     tail = data[-limit:]
-    return len(tail) - 1 - max(tail.rfind(bytes([b])) for b in VALUE_DELIMITERS)
+    return len(tail) - 1 - max(map(tail.rfind, VALUE_DELIMITERS))
 
 
 def agreed_continuation(data: bytes, starts: list[int], span_bytes: int) -> bytes:
@@ -231,10 +231,15 @@ def agreed_continuation(data: bytes, starts: list[int], span_bytes: int) -> byte
     if not spans:
         return b""
     low, high = min(spans), max(spans)  # what the sorted extremes share, every span shares
-    n = 0
-    while n < len(low) and low[n] == high[n]:
-        n += 1
-    return low[:n]
+    return low[: shared_length(low, high)]
+
+
+def shared_length(low: bytes, high: bytes) -> int:
+    """How many leading bytes ``low`` and ``high`` share: the first differing byte is where
+    their bits, read as big-endian numbers of the same width, first differ."""
+    width = min(len(low), len(high))
+    differ = int.from_bytes(low[:width], "big") ^ int.from_bytes(high[:width], "big")
+    return width - (differ.bit_length() + 7) // 8
 
 
 MAX_BRANCHES = 3  # value ends proposed per n-gram draft
@@ -262,7 +267,7 @@ def value_ends(
     for fork in range(len(run) + 1):
         if not text.startswith(copied):
             break  # past the text: a value the run closed itself
-        if (value + copied)[-1:].isalnum() and ends_word(text[len(copied) :]):
+        if (copied or value)[-1:].isalnum() and ends_word(text[len(copied) :]):
             tokens = compiled.forced_after(states[fork], b'"')
             if tokens:
                 branches.append((fork, tokens))
@@ -289,18 +294,26 @@ class ModelDrafter:
     name = "draft"
     free = False  # a draft forward per token
 
-    def __init__(self, runner: CachedModel, sampling: Sampling, rng: torch.Generator, prior_price: float) -> None:
+    def __init__(
+        self, runner: CachedModel, sampling: Sampling, rng: torch.Generator, prior_price: float, cost: DraftModelCost
+    ) -> None:
         self.runner = runner
         self.sampling = sampling
         self.rng = rng
-        self.time_per_token = CallTime()
+        self.cost = cost  # measured, shared with the generator's other sequences
         self.prior_price = prior_price  # a token's cost in target forwards until measured
 
+    def catch_up(self, context: list[int]) -> int:
+        """The tokens of ``context`` before its last that the draft model's cache lacks, fed
+        with its next draft token."""
+        return self.runner.pending(context) - 1
+
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Proposal:
-        start = time.perf_counter()
         tokens: list[int] = []
         qs: list[torch.Tensor | None] = []
         while len(tokens) < limit and not matcher.is_finished():
+            start = time.perf_counter()
+            fed = self.runner.pending(context + tokens)
             with stats.timing("draft"):
                 row = self.runner.logits(context + tokens, 1)[0]
             stats.draft_forwards += 1
@@ -314,10 +327,10 @@ class ModelDrafter:
                     q = self.sampling.probs(row)
                     token = int(torch.multinomial(q, 1, generator=self.rng))
             with stats.timing("mask"):
-                if not matcher.accept_token(token):  # an all -inf row: nothing allowed is left
-                    break
+                accepted = matcher.accept_token(token)
+            self.cost.add(fed, time.perf_counter() - start)
+            if not accepted:  # an all -inf row: nothing allowed is left
+                break
             tokens.append(token)
             qs.append(q)
-        if tokens:
-            self.time_per_token.add((time.perf_counter() - start) / len(tokens))
         return Proposal(tokens, qs)

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from structspec.generation.adaptive import DraftModelCost
 from structspec.generation.batch import Batch
 from structspec.generation.cache import CachedModel, common_prefix, logits_width, tree_attention
 from structspec.generation.chain import DraftChain
@@ -81,6 +82,7 @@ class Generator:
         self._tree_attention = tree_attention(self.model)
         # A draft-model token's cost in target forwards until measured: the models' size ratio.
         self._draft_price = _size(draft_model) / _size(model) if draft_model is not None else 0.0
+        self._draft_cost = DraftModelCost()  # measured, shared by the sequences
         # The draft model's caches of the latest sequences: a new one copies the prefix its
         # prompt shares with them (the instructions and schema of the request before).
         self._draft_runners: deque[CachedModel] = deque(maxlen=DRAFT_RUNNERS_KEPT)
@@ -225,7 +227,7 @@ class Generator:
                     runner.adopt(max(self._draft_runners, key=lambda r: common_prefix(r.tokens, prompt, len(prompt))),
                                  prompt)
                 self._draft_runners.append(runner)
-                drafters.append(ModelDrafter(runner, sampling, rng, self._draft_price))
+                drafters.append(ModelDrafter(runner, sampling, rng, self._draft_price, self._draft_cost))
         return DraftChain(drafters, config, branching=self._tree_attention)
 
 

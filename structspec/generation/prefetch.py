@@ -54,17 +54,27 @@ class MaskPrefetch:
 def _uncached(matcher: Matcher, tokens: Sequence[int]) -> tuple[Matcher, list[int]] | None:
     """A copy of ``matcher`` moved along ``tokens`` to the first state whose mask is not
     cached, with the tokens after it; None when every mask along the walk is cached (or it
-    ends: a token the grammar forbids, a finished text)."""
+    ends: a token the grammar forbids, a finished text). The walk steps parse states through
+    the compiled grammar's step cache, as the matcher would, and makes a matcher only where a
+    mask is missing."""
+    if matcher.is_finished():
+        return None
+    compiled = matcher.compiled
+    size = compiled.vocabulary.size
+    state = matcher.state
+    for at, token in enumerate(tokens):
+        if compiled.known_mask_words(state) is None:
+            return _moved(matcher, tokens, at)
+        state = compiled.advance_token(state, token) if 0 <= token < size else None
+        if state is None or (state.accepting and not state.heads):
+            return None  # forbidden, an end-of-sequence token or a finished text: no mask to come
+    return _moved(matcher, tokens, len(tokens)) if compiled.known_mask_words(state) is None else None
+
+
+def _moved(matcher: Matcher, tokens: Sequence[int], at: int) -> tuple[Matcher, list[int]]:
     walker = matcher.copy()
-    compiled = walker.compiled
-    for at in range(len(tokens) + 1):
-        if walker.is_finished():
-            return None
-        if compiled.known_mask_words(walker.state) is None:
-            return walker, list(tokens[at:])
-        if at == len(tokens) or not walker.accept_token(tokens[at]):
-            return None
-    return None
+    walker.accept_tokens(tokens[:at])
+    return walker, list(tokens[at:])
 
 
 def _masks_along(walks: list[tuple[Matcher, list[int]]]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from structspec.generation.budget import replacement
@@ -44,40 +45,63 @@ def verify(
     then replaced when it would leave too little room to finish (``None``: no guard).
     """
 
-    def settle(token: int, row: torch.Tensor, depth: int) -> int:
-        """Advance ``matcher`` by the token chosen at ``depth``, or by its replacement when it
-        leaves too little room to finish; returns the token taken."""
-        with stats.timing("mask"):
+    timer = stats.timing("mask")
+    rows = _host_rows(logits) if sampling.greedy else None
+
+    def choose(index: int) -> int:
+        """A token from the masked distribution of row ``index`` (its argmax when greedy:
+        the unmasked argmax when the grammar allows it, read from the rows' numpy view)."""
+        if rows is not None:
+            with timer:
+                host = rows[index]
+                best = int(host.argmax())
+                if matcher.allows(best):
+                    return best
+                return _allowed_argmax(host, matcher.mask_words(), min(len(host), matcher.compiled.vocabulary.size))
+        row = logits[index]
+        with timer:
+            if sampling.greedy:
+                return matcher.masked_argmax(row)
+            matcher.apply_mask(row)
+        return sampling.pick(row, rng)
+
+    def settle(token: int, index: int, depth: int) -> int:
+        """Advance ``matcher`` by the token chosen at ``depth`` (from row ``index``), or by its
+        replacement when it leaves too little room to finish; returns the token taken."""
+        with timer:
             if not matcher.accept_token(token):
                 raise RuntimeError(f"the target chose token {token}, which the grammar forbids (mask bug)")
             if left is None or matcher.tokens_to_finish() <= left - depth - 1:
                 return token
             matcher.rollback(1)
             stats.budget_cuts += 1
-            matcher.apply_mask(row)  # a greedy row may not be masked yet (masked_argmax)
+            row = logits[index]
+            matcher.apply_mask(row)  # a greedy row may not be masked yet (see choose)
             token = replacement(row, token, matcher, left - depth - 1, sampling, rng)
             matcher.accept_token(token)
             return token
 
     children = draft.children()
+    tokens = draft.tokens
     path: list[int] = []
     node = -1
     while True:
-        row, options = logits[node + 1], children.get(node, [])
-        if not options:
-            return path, settle(_choose(row, matcher, sampling, rng, stats), row, len(path))
+        index, options = node + 1, children.get(node)
+        if options is None:
+            return path, settle(choose(index), index, len(path))
         q = draft.qs[options[0]]
         if q is None:
-            chosen = _choose(row, matcher, sampling, rng, stats)
+            chosen = choose(index)
         else:  # the main child was sampled from q
-            chosen = draft.tokens[options[0]]
-            with stats.timing("mask"):
+            chosen = tokens[options[0]]
+            row = logits[index]
+            with timer:
                 matcher.apply_mask(row)
             p = sampling.probs(row)
             if float(torch.rand((), generator=rng)) * float(q[chosen]) >= float(p[chosen]):
-                return path, settle(_resample(p, chosen, q, rng), row, len(path))
-        follow = next((child for child in options if draft.tokens[child] == chosen), None)
-        taken = settle(chosen, row, len(path))
+                return path, settle(_resample(p, chosen, q, rng), index, len(path))
+        follow = next((child for child in options if tokens[child] == chosen), None)
+        taken = settle(chosen, index, len(path))
         if follow is None or taken != chosen:
             return path, taken
         path.append(follow)
@@ -86,13 +110,23 @@ def verify(
         node = follow
 
 
-def _choose(row: torch.Tensor, matcher: Matcher, sampling: Sampling, rng: torch.Generator, stats: Stats) -> int:
-    """A token from the masked distribution of a logits row (its argmax when greedy)."""
-    with stats.timing("mask"):
-        if sampling.greedy:
-            return matcher.masked_argmax(row)
-        matcher.apply_mask(row)
-    return sampling.pick(row, rng)
+def _host_rows(logits: torch.Tensor):
+    """A numpy view of CPU float logits (the same memory), whose argmax is torch's (NaN first,
+    then the lowest id among ties) at a sixth of the cost; None where there is none (a GPU,
+    bfloat16), and each row is then read by
+    :meth:`~structspec.masks.matcher.Matcher.masked_argmax`."""
+    try:
+        return logits.numpy()
+    except (TypeError, RuntimeError):
+        return None
+
+
+def _allowed_argmax(row: np.ndarray, words: np.ndarray, size: int) -> int:
+    """torch's argmax of ``row`` once the tokens ``words`` forbids (and ids from ``size`` on)
+    are set to -inf, without writing the row: the first NaN or the highest allowed score, the
+    lowest id among ties (0 when the masked row is all -inf)."""
+    allowed = np.unpackbits(words.view(np.uint8), count=size, bitorder="little").view(np.bool_)
+    return int(np.where(allowed, row[:size], -np.inf).argmax())
 
 
 def _resample(p: torch.Tensor, token: int, q: torch.Tensor, rng: torch.Generator) -> int:

@@ -28,7 +28,7 @@ from structspec.lru import BoundedCache
 INLINE_LIMIT = 400  # estimated NFA states up to which a non-recursive rule is inlined
 DFA_CACHE_BYTES = 128 << 20  # estimated bytes of the rule automata kept for reuse by later grammars
 DFA_CACHE_ENTRIES = 4096  # rule automata kept for reuse
-DFA_KEY_BYTES = 2048  # estimated bytes of a kept automaton's key (the rule's syntax tree) and symbol edges
+DFA_KEY_BYTES = 2048  # estimated bytes of a kept automaton's key (the rule's syntax tree, flattened)
 NFA_LIMIT = 400_000  # NFA states per rule
 DFA_LIMIT = 100_000  # DFA states per rule
 BLOCK_AT = 4096  # repetition counts above which a repetition calls a rule of ~sqrt(count) copies
@@ -36,7 +36,8 @@ BLOCK_AT = 4096  # repetition counts above which a repetition calls a rule of ~s
 
 def _dfa_bytes(_key: object, dfa: _Layout) -> int:
     """Estimated bytes of a cached rule automaton: its arrays, its key and its symbol edges."""
-    return dfa.byte_class.nbytes + dfa.table.nbytes + dfa.final.nbytes + dfa.has_bytes.nbytes + DFA_KEY_BYTES
+    parts = (dfa.byte_class, dfa.table, dfa.final, dfa.has_bytes, *dfa.calls)
+    return sum(part.nbytes for part in parts) + 8 * len(dfa.symbols) + DFA_KEY_BYTES
 
 
 _DFA_CACHE: BoundedCache[tuple, _Layout] = BoundedCache(
@@ -78,7 +79,7 @@ def compile_rules(
         inline = _inlinable(rules, order, graph) - given.keys() - blocks
         compiled = [name for name in order if name not in inline or name == root]
         own = [None if name in given else _rule_dfa(rules, inline, name) for name in compiled]
-        symbols = (sym for dfa in own if dfa is not None for _, moves in dfa.calls for sym, _ in moves)
+        symbols = (sym for dfa in own if dfa is not None for sym in dfa.symbols)
         token_refs = tuple(dict.fromkeys(sym for sym in symbols if isinstance(sym, TokenRef)))
         plan = (table, compiled, own, token_refs)
         if given:
@@ -105,10 +106,8 @@ def _renamed(dfa: _Layout, named: tuple[str, ...]) -> _Layout:
     """``dfa``, built for a rule of the same shape, with its calls to ``dfa.named`` made to
     the rules of ``named`` (the same numbering)."""
     names = dict(zip(dfa.named, named, strict=True))
-    calls = tuple(
-        (q, tuple((s if isinstance(s, TokenRef) else names[s], t) for s, t in moves)) for q, moves in dfa.calls
-    )
-    return dfa._replace(calls=calls, named=named)
+    symbols = tuple(s if isinstance(s, TokenRef) else names[s] for s in dfa.symbols)
+    return dfa._replace(symbols=symbols, named=named)
 
 
 def _build_dfa(table: Mapping[str, Rule], inline: set[str], rule: Rule) -> _Layout:
@@ -132,7 +131,7 @@ def _given_dfa(automaton: ByteAutomaton) -> _Layout:
     has_bytes = np.zeros(automaton.n_states, dtype=bool)
     has_bytes[automaton.src] = True
     moves = (automaton.src, automaton.byte, automaton.dst)
-    return _Layout(byte_class, None, (), automaton.final, has_bytes, moves)
+    return _Layout(byte_class, None, _NO_CALLS, automaton.final, has_bytes, moves=moves)
 
 
 def _shape(table: Mapping[str, Rule], inline: Collection[str], body: Expr) -> tuple[tuple, tuple[str, ...]]:
@@ -427,16 +426,33 @@ def _layout(dfa: Determinized[int]) -> _Layout:
     """One rule's deterministic automaton (local state numbers, 0 the start) as arrays: what
     the cache keeps and what assembling a grammar copies (no Python object per state)."""
     byte_class, table = _local_classes(dfa.edges)
-    calls = tuple((q, tuple(moves.items())) for q, moves in enumerate(dfa.moves) if moves)
-    return _Layout(byte_class, table, calls, np.array(dfa.accept, dtype=bool), (table >= 0).any(axis=1))
+    symbols: dict[str | TokenRef, int] = {}
+    edges = [
+        (q, symbols.setdefault(sym, len(symbols)), t) for q, moves in enumerate(dfa.moves) for sym, t in moves.items()
+    ]
+    calls = tuple(np.array(column, dtype=np.int32) for column in zip(*edges, strict=True)) if edges else _NO_CALLS
+    has_bytes = (table >= 0).any(axis=1)
+    return _Layout(byte_class, _smallest(table), calls, np.array(dfa.accept, dtype=bool), has_bytes, tuple(symbols))
+
+
+def _smallest(table: np.ndarray) -> np.ndarray:
+    """``table`` (local targets, -1 for none) in the narrowest signed integer type that holds it."""
+    for dtype in (np.int8, np.int16):
+        if len(table) <= np.iinfo(dtype).max:
+            return table.astype(dtype)
+    return table
+
+
+_NO_CALLS = (np.zeros(0, dtype=np.int32),) * 3
 
 
 class _Layout(NamedTuple):
-    byte_class: np.ndarray  # byte -> local class
+    byte_class: np.ndarray  # byte -> local class (uint8, or int32 for a given automaton's)
     table: np.ndarray | None  # [state, local class] -> local target, -1 for none (None: see moves)
-    calls: tuple[tuple[int, tuple[tuple[str | TokenRef, int], ...]], ...]  # states with symbol edges
+    calls: tuple[np.ndarray, np.ndarray, np.ndarray]  # symbol edges: (state, index into symbols, target)
     final: np.ndarray
     has_bytes: np.ndarray  # [state]: whether it moves on some byte
+    symbols: tuple[str | TokenRef, ...] = ()  # the rules and token references the calls name
     moves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a given automaton's (src, byte, dst)
     named: tuple[str, ...] = ()  # the rules it refers to, numbered as in its cache key (see _shape)
 
@@ -484,21 +500,33 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
             rows.fill(-1)
             rows[src, byte_class[byte]] = dst + offsets[r]
             continue
-        np.take(layout.table, columns[r], axis=1, out=rows)
+        rows[:] = layout.table[:, columns[r]]
         if offsets[r]:
             rows[rows >= 0] += offsets[r]
     move_rows, move_row = shared_move_rows(class_table)
     refs: list[tuple[tuple[int, int], ...]] = [()] * total
     token_edges: list[tuple[tuple[int, int], ...]] = [()] * total
-    has_refs = np.zeros(total, dtype=bool)
-    has_tokens = np.zeros(total, dtype=bool)
+    shared: dict[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] = {}  # equal relative calls, once
     for r, layout in enumerate(layouts):
         base = rule_start[r]
-        for q, moves in layout.calls:
-            refs[base + q] = tuple((rule_start[index[s]], base + t) for s, t in moves if isinstance(s, str))
-            token_edges[base + q] = tuple((token_index[s], base + t) for s, t in moves if isinstance(s, TokenRef))
-            has_refs[base + q] = bool(refs[base + q])
-            has_tokens[base + q] = bool(token_edges[base + q])
+        called = [(True, rule_start[index[s]]) if isinstance(s, str) else (False, token_index[s])
+                  for s in layout.symbols]
+        by_state: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
+        for q, symbol, t in zip(*(column.tolist() for column in layout.calls), strict=True):
+            is_rule, number = called[symbol]
+            calls, tokens = by_state.setdefault(q, ([], []))
+            if is_rule:
+                calls.append((number, t - q))
+            else:
+                tokens.append((number, base + t))
+        for q, (calls, tokens) in by_state.items():
+            if calls:
+                relative = tuple(calls)
+                refs[base + q] = shared.setdefault(relative, relative)
+            if tokens:
+                token_edges[base + q] = tuple(tokens)
+    has_refs = np.fromiter(map(bool, refs), dtype=bool, count=total)
+    has_tokens = np.fromiter(map(bool, token_edges), dtype=bool, count=total)
     final = np.concatenate([layout.final for layout in layouts])
     has_bytes = np.concatenate([layout.has_bytes for layout in layouts])
     movable = has_bytes | has_tokens
@@ -506,7 +534,7 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
         rule_names=tuple(names),
         rule_start=rule_start,
         root_start=rule_start[index[root]],
-        byte_next=ByteMoves(byte_class, move_rows, move_row),
+        byte_moves=ByteMoves(byte_class, move_rows, move_row),
         refs=tuple(refs),
         token_edges=tuple(token_edges),
         final=final.tobytes(),
@@ -547,7 +575,7 @@ def _local_classes(pieces: list[list[tuple[int, int]]]) -> tuple[np.ndarray, np.
     classes: dict[tuple[int, ...], list[int]] = {}
     for part, column in zip(parts, columns, strict=True):
         classes.setdefault(tuple(column), []).append(part)
-    byte_class = np.zeros(256, dtype=np.int32)
+    byte_class = np.zeros(256, dtype=np.uint8)  # at most 256 classes
     for c, members in enumerate(classes.values()):
         for part in members:
             byte_class[_bits(part)] = c

@@ -51,7 +51,8 @@ def rule_completion_costs(rules: RuleSet, spellable: np.ndarray) -> list[float]:
     by_start: dict[int, list[tuple[int, int]]] = {}
     by_return: dict[int, list[tuple[int, int]]] = {}
     for q, refs in enumerate(rules.refs):
-        for start, ret in refs:
+        for start, step in refs:
+            ret = q + step
             by_start.setdefault(start, []).append((q, ret))
             by_return.setdefault(ret, []).append((q, start))
 
@@ -128,7 +129,7 @@ def _cheapest_step(state: ParseState, costs: Sequence[float], spellable: np.ndar
         if total != best or costs[q] < 1:
             continue
         cheaper = costs[q] - 1
-        for b, target in rules.byte_next[q].items():
+        for b, target in rules.byte_moves.of(q).items():
             if spellable[b] and costs[target] == cheaper:
                 return True, b
         for ref, target in rules.token_edges[q]:

@@ -41,19 +41,14 @@ class Grammar:
 
     The compiled :class:`~structspec.grammar.ruleset.RuleSet` is flat and integer-coded; every
     :class:`~structspec.grammar.parse_state.ParseState` of this grammar refers to it without copying.
+    The syntax trees are not kept: :attr:`rules` parses :attr:`source` again.
     """
 
-    __slots__ = ("__weakref__", "_automata", "_root", "_rules", "_ruleset", "_source")
+    __slots__ = ("__weakref__", "_automata", "_root", "_ruleset", "_source")
 
     def __init__(
-        self,
-        rules: Mapping[str, Rule],
-        root: str,
-        ruleset: RuleSet,
-        source: str,
-        automata: Mapping[str, ByteAutomaton] | None = None,
+        self, root: str, ruleset: RuleSet, source: str, automata: Mapping[str, ByteAutomaton] | None = None
     ) -> None:
-        self._rules = MappingProxyType(dict(rules))
         self._root = root
         self._ruleset = ruleset
         self._source = source
@@ -61,7 +56,7 @@ class Grammar:
 
     def __reduce__(self) -> tuple:
         """Pickled as its parts (the server compiles grammars in other processes)."""
-        return (Grammar, (dict(self._rules), self._root, self._ruleset, self._source, dict(self._automata)))
+        return (Grammar, (self._root, self._ruleset, self._source, dict(self._automata)))
 
     @classmethod
     def from_gbnf(
@@ -86,8 +81,7 @@ class Grammar:
                 ruleset = compile_rules(table, root, automata)
             except CompileLimitError as exc:
                 raise exc.diagnostic.to_error(text) from None
-        own = {name: rule for name, rule in table.items() if name not in (automata or {})}
-        return cls(own, root, ruleset, text, automata)
+        return cls(root, ruleset, text, automata)
 
     @classmethod
     def from_json_schema(
@@ -146,8 +140,10 @@ class Grammar:
 
     @property
     def rules(self) -> Mapping[str, Rule]:
-        """Read-only mapping of rule names to their syntax trees, in definition order."""
-        return self._rules
+        """Read-only mapping of rule names to their syntax trees, in definition order (the rules
+        given as automata left out), parsed anew from :attr:`source` on each call."""
+        table = _rule_table(self._source, self._root, self._automata)
+        return MappingProxyType({name: rule for name, rule in table.items() if name not in self._automata})
 
     @property
     def automata(self) -> Mapping[str, ByteAutomaton]:
@@ -168,7 +164,7 @@ class Grammar:
         """GBNF text for this grammar; parsing it gives an equivalent grammar. Rules given as
         automata print as comments (``# name ::= (given as ...)``): parse the text with
         ``automata=grammar.automata`` to have them back."""
-        return format_rules(self._rules.values()) + comments(self._automata)
+        return format_rules(self.rules.values()) + comments(self._automata)
 
     def initial_state(self) -> ParseState:
         """The parse state before any input."""
@@ -180,4 +176,5 @@ class Grammar:
         return state is not None and state.is_accepting()
 
     def __repr__(self) -> str:
-        return f"<Grammar root={self._root!r} rules={len(self._rules)} states={self._ruleset.n_states}>"
+        compiled = len(self._ruleset.rule_names)
+        return f"<Grammar root={self._root!r} compiled rules={compiled} states={self._ruleset.n_states}>"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from structspec.errors import GrammarError
-from structspec.grammar.ruleset import RuleSet
+from structspec.grammar.ruleset import NO_BYTE, NO_MOVE, SEVERAL_BYTES, RuleSet
 
 MAX_STACKS = 10_000
 
@@ -89,7 +89,8 @@ def close(rules: RuleSet, frames: Iterable[Frame]) -> tuple[tuple[Frame, ...], b
         q = top.state
         if movable[q]:
             heads[top] = None
-        for start, ret in refs[q]:
+        for start, step in refs[q]:
+            ret = q + step
             below = top.parent if sink[ret] else frame(rules, ret, top.parent)
             todo.append(frame(rules, start, below))
         if final[q]:
@@ -159,29 +160,33 @@ class ParseState:
     def _advance_run(self, data: bytes, i: int) -> tuple[ParseState | None, int]:
         """Consume ``data[i]`` and, while a single stack stays inside plain states, more."""
         rules = self.rules
-        byte_next = rules.byte_next
+        moves = rules.byte_moves
+        rows, row_of, class_of = moves.rows, moves.row_of, moves.class_of
         b = data[i]
         if len(self.heads) == 1:
             head = self.heads[0]
-            q = byte_next[head.state].get(b)
-            if q is None:
+            q = head.state
+            step = rows[row_of[q], class_of[b]]
+            if step == NO_MOVE:
                 return None, i
+            q += step
             i += 1
             plain = rules.plain
             n = len(data)
             while plain[q] and i < n:
-                nxt = byte_next[q].get(data[i])
-                if nxt is None:
+                step = rows[row_of[q], class_of[data[i]]]
+                if step == NO_MOVE:
                     return None, i
-                q = nxt
+                q += step
                 i += 1
             frames = [frame(rules, q, head.parent)]
         else:
             frames = []
+            column = class_of[b]
             for head in self.heads:
-                q = byte_next[head.state].get(b)
-                if q is not None:
-                    frames.append(frame(rules, q, head.parent))
+                step = rows[row_of[head.state], column]
+                if step != NO_MOVE:
+                    frames.append(frame(rules, head.state + step, head.parent))
             if not frames:
                 return None, i
             i += 1
@@ -214,7 +219,7 @@ class ParseState:
         """The bytes that may come next."""
         allowed: set[int] = set()
         for head in self.heads:
-            allowed.update(self.rules.byte_next[head.state])
+            allowed.update(self.rules.byte_moves.of(head.state))
         return frozenset(allowed)
 
     def forced_bytes(self, limit: int = 256) -> bytes:
@@ -228,10 +233,14 @@ class ParseState:
         while state is not None and len(out) < limit and not state.accepting:
             if any(state.rules.token_edges[h.state] for h in state.heads):
                 break
-            allowed = state.allowed_bytes()
-            if len(allowed) != 1:
+            moves = state.rules.byte_moves
+            only = {moves.only[moves.row_of[h.state]] for h in state.heads}
+            only.discard(NO_BYTE)
+            if len(only) != 1:
                 break
-            (b,) = allowed
+            (b,) = only
+            if b == SEVERAL_BYTES:
+                break
             out.append(b)
             state = state.advance_byte(b)
         return bytes(out)

@@ -6,10 +6,9 @@ Layout (decided once; states and masks index into it, so changing it is a breaki
   Small non-recursive rules are inlined into their callers first, so most grammars end up
   with a handful of automata; recursion stays as rule references.
 * All automata share one global numbering of *states* ``0..n_states-1``. Per state:
-  ``byte_next[q]`` (dict byte -> state, built on first use from the move rows below: a large
-  grammar has thousands of states and a generation visits few of them), ``refs[q]`` (tuple
-  of ``(rule start state, return state)`` pairs: push the rule, continue at the return state
-  once it finishes),
+  its byte moves (read off the move rows below, see :class:`ByteMoves`), ``refs[q]`` (tuple
+  of ``(rule start state, return state - q)`` pairs: push the rule, continue at the return
+  state once it finishes; relative, so the inlined copies of a rule share their tuples),
   ``token_edges[q]`` (tuple of ``(token ref index, state)``) and ``final[q]`` (the rule may end
   here). Derived flags: ``movable[q]`` (a stack topped by ``q`` can
   consume a byte or a token), ``sink[q]`` (final with no moves at all: returning into it just
@@ -37,27 +36,41 @@ from structspec.ir.expr import TokenRef
 
 NO_MOVE = np.iinfo(np.int32).min
 """``move_rows`` entry for no move on a class."""
+SEVERAL_BYTES, NO_BYTE = -1, -2
+"""``ByteMoves.only`` entries for a row that moves on several bytes, on none."""
 
 
-class ByteMoves(dict[int, dict[int, int]]):
-    """``byte_next``: state -> (byte -> next state), read off the shared move rows the first
-    time a state is asked for and kept. A dict subclass so that every later lookup stays a
-    plain dict lookup on the byte-by-byte hot path (under threads, two first lookups of a
-    state both compute the same dict)."""
+class ByteMoves:
+    """The byte moves of every state, read straight off the shared move rows: nothing is
+    built or kept per state. The byte-by-byte advance reads ``rows[row_of[q], class_of[b]]``
+    (``target - q``, or ``NO_MOVE``) inline: memoryviews index to plain ints without numpy's
+    per-call cost."""
+
+    __slots__ = ("_byte_class", "_move_rows", "class_of", "only", "row_of", "rows")
 
     def __init__(self, byte_class: np.ndarray, move_rows: np.ndarray, move_row: np.ndarray) -> None:
-        super().__init__()
         self._byte_class = byte_class
-        self._rows = move_rows
-        self._row = move_row
+        self._move_rows = move_rows
+        self.rows = memoryview(np.ascontiguousarray(move_rows, dtype=np.int32))
+        self.row_of = memoryview(np.ascontiguousarray(move_row, dtype=np.int32))
+        self.class_of = bytes(byte_class.astype(np.uint8))  # at most 256 classes
+        # only[row]: the one byte a state of that row moves on; SEVERAL_BYTES or NO_BYTE (forced bytes)
+        moving = move_rows != NO_MOVE
+        counts = moving.astype(np.int64) @ np.bincount(byte_class, minlength=move_rows.shape[1])
+        lowest = np.full(move_rows.shape[1], 256, dtype=np.int64)
+        np.minimum.at(lowest, byte_class, np.arange(256))
+        only = np.full(len(move_rows), SEVERAL_BYTES, dtype=np.int16)
+        only[counts == 0] = NO_BYTE
+        one = counts == 1
+        only[one] = lowest[moving[one].argmax(axis=1)]
+        self.only = memoryview(only)
 
-    def __missing__(self, q: int) -> dict[int, int]:
-        moves = self._rows[self._row[q]]
-        targets = (moves.astype(np.int64) + q).tolist()  # one int object per class, shared by its bytes
-        where = np.flatnonzero(moves[self._byte_class] != NO_MOVE)
-        classes = self._byte_class[where].tolist()
-        row = self[q] = dict(zip(where.tolist(), [targets[c] for c in classes], strict=True))
-        return row
+    def of(self, q: int) -> dict[int, int]:
+        """State ``q``'s moves, byte -> next state (built anew on each call)."""
+        relative = self._move_rows[self.row_of[q]]
+        where = np.flatnonzero(relative[self._byte_class] != NO_MOVE)
+        targets = (relative.astype(np.int64) + q)[self._byte_class[where]]
+        return dict(zip(where.tolist(), targets.tolist(), strict=True))
 
 
 def shared_move_rows(class_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -77,7 +90,7 @@ class RuleSet:
     rule_names: tuple[str, ...]
     rule_start: tuple[int, ...]
     root_start: int
-    byte_next: ByteMoves
+    byte_moves: ByteMoves
     refs: tuple[tuple[tuple[int, int], ...], ...]
     token_edges: tuple[tuple[tuple[int, int], ...], ...]
     final: bytes
@@ -110,10 +123,10 @@ class RuleSet:
         return table
 
     def __reduce__(self) -> tuple:
-        """Pickled without its caches (``byte_next`` rows, interned frames), which refill on use."""
-        parts = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("byte_next", "frames")}
+        """Pickled without its derived views (``byte_moves``) and cache (interned frames)."""
+        parts = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("byte_moves", "frames")}
         return (_unpickle, (parts,))
 
 
 def _unpickle(parts: dict) -> RuleSet:
-    return RuleSet(byte_next=ByteMoves(parts["byte_class"], parts["move_rows"], parts["move_row"]), **parts)
+    return RuleSet(byte_moves=ByteMoves(parts["byte_class"], parts["move_rows"], parts["move_row"]), **parts)

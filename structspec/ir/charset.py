@@ -134,20 +134,25 @@ ECMA_SPACE = CharSet.chars("\t\n\x0b\x0c\r \u00a0\u1680\u2028\u2029\u202f\u205f\
 )
 
 
-@functools.lru_cache(maxsize=1)
-def _all_scalars() -> str:
-    return "".join(map(chr, range(SURROGATES[0]))) + "".join(map(chr, range(SURROGATES[1] + 1, MAX_CODE_POINT + 1)))
+def python_class(escape: str) -> CharSet:
+    """What Python's ``re`` (used by ``jsonschema``) matches for ``\\d``, ``\\w`` or ``\\s``."""
+    return _python_classes()[escape]
 
 
 @functools.cache
-def python_class(escape: str) -> CharSet:
-    """What Python's ``re`` (used by ``jsonschema``) matches for ``\\d``, ``\\w`` or ``\\s``."""
+def _python_classes() -> dict[str, CharSet]:
+    """``python_class`` of each escape, read off one string of every Unicode scalar value (4 MiB,
+    dropped once read)."""
 
     def to_cp(i: int) -> int:
         return i if i < SURROGATES[0] else i + (SURROGATES[1] - SURROGATES[0] + 1)
 
-    spans = re.finditer(f"\\{escape}+", _all_scalars())
-    return CharSet.of((to_cp(m.start()), to_cp(m.end() - 1)) for m in spans)
+    scalars = "".join(map(chr, range(SURROGATES[0]))) + "".join(
+        map(chr, range(SURROGATES[1] + 1, MAX_CODE_POINT + 1)))
+    return {
+        escape: CharSet.of((to_cp(m.start()), to_cp(m.end() - 1)) for m in re.finditer(f"\\{escape}+", scalars))
+        for escape in "dws"
+    }
 
 
 def class_escape(letter: str) -> tuple[CharSet, CharSet]:

@@ -52,8 +52,7 @@ TOP_CACHE_ENTRIES = 8192  # top masks (or None: some token reaches below) kept p
 TOP_CACHE_BYTES = 8 << 20
 OBJECT_BYTES = 64  # estimated bytes of a small Python object (a tuple, a parse state, a dict entry)
 POINTER_BYTES = 8
-RULE_STATE_BYTES = 400  # estimated bytes per automaton state of a grammar: its rule set and syntax tree
-BYTE_ROW_BYTES = 4096  # a state's byte -> state dict, built on first use (up to 256 entries)
+RULE_STATE_BYTES = 64  # estimated bytes per automaton state of a grammar: its rule tuples and flags (~40 measured)
 
 
 @dataclass(frozen=True)
@@ -111,7 +110,6 @@ class CompiledGrammar:
             rules.move_rows.nbytes
             + rules.move_row.nbytes
             + rules.n_states * RULE_STATE_BYTES
-            + len(rules.byte_next) * BYTE_ROW_BYTES
             + len(self.grammar.source)
             + self._states.nbytes
             + self._steps.nbytes

@@ -92,7 +92,8 @@ def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
     counts = np.fromiter(map(len, rules.refs), np.int32, len(rules.refs))
     ref_off = np.zeros(n_states + 1, np.int32)
     np.cumsum(counts, out=ref_off[1:])
-    pairs = np.array([pair for refs in rules.refs for pair in refs], np.int32).reshape(-1, 2)
+    pairs = np.array([pair for refs in rules.refs for pair in refs], np.int64).reshape(-1, 2)
+    pairs[:, 1] += np.repeat(np.arange(len(counts)), counts)  # return states are kept relative to the caller
     if pairs.size and not (pairs.min() >= 0 and pairs.max() < n_states):
         raise GrammarError("E108", "a rule call names automaton states that do not exist")
     flags = [np.frombuffer(flag, np.uint8) for flag in (rules.final, rules.movable, rules.sink, rules.plain)]
@@ -104,8 +105,8 @@ def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
     multi_seq = np.cumsum([0, *map(len, sequences)], dtype=np.int32)
     multi_pos = np.cumsum([0, *map(len, positions)], dtype=np.int32)
     multi_cls = np.concatenate(positions).astype(np.int32)
-    return (move_rows, move_row, byte_class, ref_off, np.ascontiguousarray(pairs[:, 0]),
-            np.ascontiguousarray(pairs[:, 1]), *flags, multi_seq, multi_pos, multi_cls)
+    return (move_rows, move_row, byte_class, ref_off, np.ascontiguousarray(pairs[:, 0], np.int32),
+            np.ascontiguousarray(pairs[:, 1], np.int32), *flags, multi_seq, multi_pos, multi_cls)
 
 
 def _trie_arrays(trie: TokenTrie) -> tuple[np.ndarray, ...]:

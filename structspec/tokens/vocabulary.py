@@ -201,10 +201,14 @@ class Vocabulary:
         """
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"encode_bytes takes bytes, got {type(data).__name__}")
+        data = bytes(data)
+        try:
+            pieces = [data.decode("utf-8")]  # the usual case: one valid stretch
+        except UnicodeDecodeError:
+            pieces = _INVALID_UTF8.split(data.decode("utf-8", "surrogateescape"))
         out: list[int] = []
         offset = 0
-        text = bytes(data).decode("utf-8", "surrogateescape")
-        for index, piece in enumerate(_INVALID_UTF8.split(text)):
+        for index, piece in enumerate(pieces):
             chunk = piece.encode("utf-8", "surrogateescape")
             ids = None
             if index % 2 == 0 and chunk and self._encoder is not None:
@@ -216,13 +220,11 @@ class Vocabulary:
         return out
 
     def _spells(self, ids: list[int], chunk: bytes) -> bool:
-        parts = []
-        for token_id in ids:
-            spelled = self.token_bytes[token_id] if 0 <= token_id < self.size else None
-            if spelled is None:
-                return False
-            parts.append(spelled)
-        return b"".join(parts) == chunk
+        if ids and (min(ids) < 0 or max(ids) >= self.size):
+            return False
+        spelled = self.token_bytes
+        parts = [spelled[token_id] for token_id in ids]
+        return None not in parts and b"".join(parts) == chunk
 
     def _longest_match(self, chunk: bytes, offset: int) -> list[int]:
         table, out, pos, end = self._greedy, [], 0, len(chunk)

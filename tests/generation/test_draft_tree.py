@@ -194,3 +194,68 @@ def test_greedy_decoding_with_branches_is_token_identical_on_the_demo_model() ->
     assert spec.token_ids == plain.token_ids
     assert spec.stats.branches_taken > 0
     assert spec.stats.tokens_per_forward > 2.5
+
+
+# -- the draft tree's bookkeeping --------------------------------------------------------------
+
+EXTENSIONS = st.lists(  # (tokens, fork or None for the main line), applied in order
+    st.tuples(st.lists(st.integers(0, 5), max_size=4), st.none() | st.integers(0, 6)), max_size=8
+)
+
+
+def _grown(extensions: list[tuple[list[int], int | None]]) -> Draft:
+    draft = Draft()
+    for tokens, fork in extensions:
+        if fork is not None:
+            fork = min(fork, len(draft.line))
+        draft.extend(tokens, [None] * len(tokens), "ngram" if fork is None else "alt", fork=fork, kind="end")
+    return draft
+
+
+def _children_one_by_one(draft: Draft) -> dict[int, list[int]]:
+    """Each node's children, main-line child first, node by node (the oracle)."""
+    out: dict[int, list[int]] = {}
+    on_line = set(draft.line)
+    for node, parent in sorted(enumerate(draft.parents), key=lambda item: item[0] not in on_line):
+        out.setdefault(parent, []).append(node)
+    return out
+
+
+@given(EXTENSIONS)
+def test_a_draft_grown_in_rows_links_each_token_to_the_one_before(extensions) -> None:
+    """Extending by rows is extending token by token: each token follows the one before it,
+    a row's first follows the main line's node before its fork (or the root), and only main-line
+    rows lengthen the main line."""
+    draft = _grown(extensions)
+    parents, line, forks = [], [], {}
+    for tokens, fork in extensions:
+        ahead = len(line) if fork is None else min(fork, len(line))
+        parent = line[ahead - 1] if ahead else -1
+        if fork is not None and tokens:
+            forks[len(parents)] = "end"
+        for _ in tokens:
+            if fork is None:
+                line.append(len(parents))
+            parents.append(parent)
+            parent = len(parents) - 1
+    assert (draft.parents, draft.line, draft.forks) == (parents, line, forks)
+    assert draft.tokens == [t for tokens, _ in extensions for t in tokens]
+    assert len(draft.sources) == len(draft.qs) == len(draft.tokens)
+
+
+@given(EXTENSIONS, st.data())
+def test_children_and_the_first_child_checked_are_those_of_the_tree(extensions, data) -> None:
+    from structspec.generation.chain import _first_child
+
+    draft = _grown(extensions)
+    children = _children_one_by_one(draft)
+    assert draft.children() == children
+    path: list[int] = []  # a random accepted path from the root
+    while children.get(path[-1] if path else -1) and data.draw(st.booleans()):
+        path.append(data.draw(st.sampled_from(children[path[-1] if path else -1])))
+    assert _first_child(draft, path) == children.get(path[-1] if path else -1, [])[:1]
+
+
+def test_a_row_needs_a_draft_distribution_per_token() -> None:
+    with pytest.raises(ValueError, match="2 tokens but 1"):
+        Draft().extend([1, 2], [None], "ngram")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 
 import jsonschema
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
@@ -309,6 +310,23 @@ def test_verify_greedy_choice_is_masked_argmax(row: list[float], prefix: bytes) 
     assert verify(logits, Draft(), matcher, Sampling(), torch.Generator(), Stats()) == ([], expected)
 
 
+@given(st.data(), st.integers(1, 100), st.integers(0, 40))
+def test_a_forbidden_argmax_gives_way_to_the_masked_rows_argmax(data, size: int, padding: int) -> None:
+    """verify's stand-in for a forbidden argmax is the argmax of the row masked in place (every
+    forbidden id and every id past the vocabulary at -inf), as masked decoding reads it: NaN
+    first, the lowest id among ties, 0 for an all -inf row; over masks of several words."""
+    from structspec.generation.verify import _allowed_argmax
+
+    row = np.array(data.draw(st.lists(SPECIAL_LOGITS, min_size=size + padding, max_size=size + padding)),
+                   dtype=np.float32)
+    allowed = np.array(data.draw(st.lists(st.booleans(), min_size=size, max_size=size)))
+    words = np.packbits(np.concatenate([allowed, np.zeros(-size % 32, bool)]), bitorder="little").view(np.uint32)
+    masked = row.copy()
+    masked[:size][~allowed] = -np.inf
+    masked[size:] = -np.inf
+    assert _allowed_argmax(row, words, size) == int(masked.argmax())
+
+
 # -- real weights ------------------------------------------------------------------------------
 
 STORY_SCHEMAS = [
@@ -412,23 +430,100 @@ def test_a_round_credits_the_tokens_the_target_checked() -> None:
     assert chain.acceptance["ngram"].probability < 0.5 < chain.acceptance["forced"].probability
 
 
+class _Runner:
+    """A draft model's cache that holds the first ``held`` tokens of any sequence."""
+
+    def __init__(self, held: int) -> None:
+        self.held = held
+
+    def pending(self, sequence: list[int]) -> int:
+        return len(sequence) - min(self.held, len(sequence) - 1)
+
+
 def test_a_draft_model_token_is_priced_by_its_measured_cost_or_the_configured_one() -> None:
+    from structspec.generation.adaptive import DraftModelCost
     from structspec.generation.chain import DraftChain
     from structspec.generation.drafters import ForcedDrafter, ModelDrafter
 
-    model = ModelDrafter(runner=None, sampling=Sampling(0.0), rng=torch.Generator(), prior_price=0.25)
+    model = ModelDrafter(_Runner(held=10), Sampling(0.0), torch.Generator(), prior_price=0.25, cost=DraftModelCost())
     forced = ForcedDrafter()
     chain = DraftChain([forced, model], SpecConfig())
+    context = list(range(111))
     assert chain._price(forced) == 0.0 and chain._price(model) == 0.25  # nothing measured: the prior
+    assert chain._upfront(model, context) == 0.0
     for fed, seconds in [(300, 0.5), (1, 0.010), (5, 0.014), (3, 0.012)]:
         chain.forward.add(fed, seconds)
-    model.time_per_token.add(0.1)  # the first call encodes the prompt and is left out
-    model.time_per_token.add(0.004)
+    model.cost.add(1, 0.004)  # a drafting call
+    model.cost.add(51, 0.104)  # a catch-up of 50 tokens on top: 2 ms each
     assert chain._price(forced) == pytest.approx(0.1)  # 1 ms a token on a 10 ms forward
     assert chain._price(model) == pytest.approx(0.1 + 0.4)
+    assert chain._upfront(forced, context) == 0.0
+    assert chain._upfront(model, context) == pytest.approx(100 * 0.002 / 0.010)  # 100 tokens to catch up
+    model.runner.held = 110
+    assert chain._upfront(model, context) == 0.0  # only the last token is fed
     fixed = DraftChain([forced, model], SpecConfig(draft_cost=0.0))
     fixed.forward = chain.forward
-    assert fixed._price(model) == pytest.approx(0.1)
+    assert fixed._price(model) == pytest.approx(0.1) and fixed._upfront(model, context) == 0.0
+
+
+def test_the_draft_model_drafts_only_when_its_catch_up_pays() -> None:
+    """A draft model whose cache lacks most of the context is not asked for a draft when
+    catching up costs more than its tokens are worth; one whose cache is current is."""
+    from structspec.generation.adaptive import DraftModelCost
+    from structspec.generation.chain import DraftChain
+    from structspec.generation.drafters import ModelDrafter, Proposal
+
+    asked = []
+
+    class Drafter(ModelDrafter):
+        def propose(self, context, matcher, limit, stats):
+            asked.append(limit)
+            return Proposal([], [])
+
+    class Open:  # a matcher copy that never finishes
+        def is_finished(self) -> bool:
+            return False
+
+    cost = DraftModelCost()
+    cost.add(1, 0.001)  # a draft token: a tenth of the verifying forward
+    cost.add(101, 0.101)  # 1 ms a token caught up
+    drafter = Drafter(_Runner(held=0), Sampling(0.0), torch.Generator(), prior_price=0.1, cost=cost)
+    chain = DraftChain([drafter], SpecConfig())
+    chain.acceptance["draft"].accepted = 50.0  # a draft model the target agrees with
+    for fed, seconds in [(1, 0.010), (1, 0.010), (2, 0.010)]:
+        chain.forward.add(fed, seconds)
+    context = list(range(200))
+    chain.draft(context, Open(), 8, Stats())
+    assert asked == []  # 199 tokens to catch up: about 20 verifying forwards
+    drafter.runner.held = 198
+    chain.draft(context, Open(), 8, Stats())
+    assert asked == [8]
+
+
+@given(st.floats(0.05, 0.99), st.floats(0.01, 2.0), st.floats(0.0, 5.0), st.integers(0, 20),
+       st.lists(st.floats(0.05, 1.0), max_size=6))
+def test_a_paid_source_with_an_upfront_cost_drafts_the_best_count_or_none(
+    acceptance: float, price: float, upfront: float, most: int, free: list[float]
+) -> None:
+    """With a cost paid once for its first token (a draft model catching up), the source
+    drafts the count within ``most`` that maximizes expected tokens per cost, or nothing when
+    no count beats the round without it."""
+    from structspec.generation.chain import _RoundValue
+
+    round_ = _RoundValue()
+    for a in free:
+        round_.add(1, a, 0.0)
+
+    def ratio(k: int) -> float:
+        trial = _RoundValue(round_.survival, round_.expected, round_.cost)
+        trial.add(k, acceptance, price, upfront)
+        return trial.expected / trial.cost
+
+    ratios = [ratio(k) for k in range(most + 1)]
+    chosen = round_.worth(acceptance, price, most, upfront)
+    assert 0 <= chosen <= most
+    assert ratios[chosen] >= max(ratios) - 1e-12
+    assert chosen == 0 or ratios[chosen] > ratios[0]
 
 
 @given(st.floats(0.05, 0.99), st.floats(0.01, 2.0), st.lists(st.floats(0.05, 1.0), max_size=6))

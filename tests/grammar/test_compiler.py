@@ -26,7 +26,7 @@ def layout(rules: RuleSet) -> tuple:
         rules.refs,
         rules.token_edges,
         rules.final,
-        [rules.byte_next[q] for q in range(n)],
+        [rules.byte_moves.of(q) for q in range(n)],
         rules.class_table()[:, rules.byte_class].tolist(),  # moves per byte, whatever the class numbering
     )
 
@@ -68,7 +68,8 @@ def test_byte_moves_match_the_class_table() -> None:
     table = rules.class_table()
     for q in range(rules.n_states):
         dense = table[q][rules.byte_class]
-        assert rules.byte_next[q] == {b: int(t) for b, t in enumerate(dense) if t >= 0}
+        expected = {b: int(t) for b, t in enumerate(dense) if t >= 0}
+        assert rules.byte_moves.of(q) == expected
     assert np.all(table < rules.n_states)
 
 
@@ -182,3 +183,33 @@ def test_renamed_copies_take_cached_automata_that_equal_fresh_ones(rules: list[t
     warm = Grammar.from_gbnf(renamed).ruleset
     assert len(compiler._DFA_CACHE) == cached  # every automaton came from the cache
     assert layout(warm) == layout(fresh(renamed))
+
+
+@pytest.mark.parametrize("length", [100, 126, 127, 128, 300, 40_000])
+def test_narrow_cached_tables_build_the_same_rule_set_as_wide_ones(
+    length: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule automata are cached in the narrowest integer type that holds their states (a
+    literal of ``length`` bytes has ``length + 1``): the rule set is the one int32 tables give."""
+    text = f'root ::= "{"ab" * (length // 2)}" tail\ntail ::= [0-9]+ | "x" root\n'
+    narrow = fresh(text)
+    for dfa in compiler._DFA_CACHE.values():
+        fits = [t for t in (np.int8, np.int16, np.int32) if len(dfa.table) <= np.iinfo(t).max]
+        assert dfa.table.dtype == fits[0]
+    monkeypatch.setattr(compiler, "_smallest", lambda table: table)
+    wide = fresh(text)
+    assert {dfa.table.dtype for dfa in compiler._DFA_CACHE.values()} == {np.dtype(np.int32)}
+    assert layout(narrow) == layout(wide)
+
+
+def test_rule_calls_are_relative_and_shared_by_inlined_copies() -> None:
+    text = 'root ::= pair "," pair "," pair\npair ::= "(" item ")"\nitem ::= "[" item "]" | "v"\n'
+    grammar = Grammar.from_gbnf(text)
+    rules = grammar.ruleset
+    in_root = [q for q in range(rules.rule_start[1]) if rules.refs[q]]
+    assert len(in_root) == 3  # pair inlined three times, each calling item
+    assert len({id(rules.refs[q]) for q in in_root}) == 1
+    for q in range(rules.n_states):
+        for start, step in rules.refs[q]:
+            assert start in rules.rule_start and 0 <= q + step < rules.n_states
+    assert grammar.matches("([v]),(v),([[v]])") and not grammar.matches("([v]),(v)")

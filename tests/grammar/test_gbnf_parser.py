@@ -152,3 +152,11 @@ def test_literal_escaping_round_trips_any_text(text, ascii_only):
     grammar = Grammar.from_gbnf(src)
     assert grammar.matches(text)
     assert not grammar.matches(text + "x")
+
+
+def test_grammar_repr_and_rules_come_from_the_text() -> None:
+    grammar = Grammar.from_gbnf('root ::= item ("," item)*\nitem ::= [a-z]+\n')
+    assert repr(grammar).startswith("<Grammar root='root' compiled rules=")
+    assert list(grammar.rules) == ["root", "item"]
+    assert grammar.rules == grammar.rules  # parsed anew each time, equal each time
+    assert Grammar.from_gbnf(grammar.to_gbnf()).matches("ab,c")

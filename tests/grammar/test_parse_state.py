@@ -1,5 +1,8 @@
 """Parse states: persistence, byte-level UTF-8, forced bytes, pathological grammars."""
 
+import random
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -153,3 +156,33 @@ def test_deep_nesting_has_flat_state_cost():
     deep = grammar.initial_state().advance("[" * 5000)
     assert len(deep) <= 2
     assert deep.advance("1" + "]" * 5000).is_accepting()
+
+
+def _forced_by_allowed_bytes(state) -> bytes:
+    """forced_bytes spelled out with allowed_bytes (the oracle for the per-row table)."""
+    out = bytearray()
+    while state is not None and len(out) < 256 and not state.accepting:
+        if any(state.rules.token_edges[h.state] for h in state.heads):
+            break
+        allowed = state.allowed_bytes()
+        if len(allowed) != 1:
+            break
+        (b,) = allowed
+        out.append(b)
+        state = state.advance_byte(b)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "grammars").glob("*.gbnf")),
+                         ids=lambda p: p.stem)
+def test_forced_bytes_match_allowed_bytes_on_random_walks(path):
+    grammar = Grammar.from_gbnf(path.read_text(encoding="utf-8"))
+    rng = random.Random(path.stem)
+    for _ in range(20):
+        state = grammar.initial_state()
+        for _ in range(40):
+            assert state.forced_bytes() == _forced_by_allowed_bytes(state)
+            allowed = sorted(state.allowed_bytes())
+            if not allowed:
+                break
+            state = state.advance_byte(rng.choice(allowed))
