@@ -13,7 +13,7 @@ the way to a mask, and sweeps run with the GIL released (callers serialize calls
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
 import numpy as np
@@ -23,6 +23,7 @@ cdef enum:
     DEAD = -1
     ERR_STACKS = -3  # more than max_stacks heads: GrammarError E110
     ERR_SIZE = -4  # the tables outgrew their limits (or memory): GrammarError E108
+    ESCAPE = -5  # a sweep of cut stacks popped into the frame that stands for what was cut off
 
 cdef int32_t NO_MOVE = -2147483648  # structspec.grammar.ruleset.NO_MOVE: no move on a class
 
@@ -151,19 +152,22 @@ cdef class Pushdown:
     cdef uint8_t* has_loop
     cdef int32_t* visits
     cdef int32_t* mb_end  # see char_end(): UNKNOWN until computed, per automaton state
+    cdef uint64_t* q_loops  # see _self_loops(): each automaton state's self-loop words, once q_looped[q]
+    cdef uint8_t* q_looped
     cdef int32_t* uni_next  # see uniform(): UNKNOWN until computed, DEAD for none
     cdef uint64_t* uni_words
     cdef int32_t* jump_len  # see segment(): -1 until computed
     cdef int32_t* jump_to
     cdef int32_t* rs_seen
     # scratch
-    cdef IVec tops, todo, heads, stack, found, chars
+    cdef IVec tops, todo, heads, stack, found, chars, chain, chain_off, chain_cut  # chain*: mask()'s stacks
     cdef int32_t max_id
     cdef readonly Py_ssize_t expanded, probes  # counters for profiling: trie nodes expanded, loop probes
     cdef readonly int probe_at  # expansions of a run state after which its loop set is probed
     cdef readonly int chains_after  # expansions of a run state after which its counted chain is tried
     cdef readonly int chain_height  # subtrees taller than this are expanded, not checked along a chain
     cdef int32_t stamp, rs_stamp
+    cdef int32_t opaque  # the frame under cut stacks (see mask()), -1 until made
     cdef readonly Py_ssize_t max_frames, max_states, max_stacks
 
     def __cinit__(self):
@@ -171,11 +175,14 @@ cdef class Pushdown:
         self.fh_keys = NULL
         self.fh_vals = self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
         self.uni_next = self.jump_len = self.jump_to = self.mb_end = NULL
+        self.q_loops = NULL
+        self.q_looped = NULL
         self.uni_words = NULL
         self.rs_hash = self.loops = NULL
         self.pops = self.has_loop = NULL
         ivec_init(&self.rs_heads); ivec_init(&self.tops); ivec_init(&self.todo); ivec_init(&self.heads)
         ivec_init(&self.stack); ivec_init(&self.found); ivec_init(&self.chars)
+        ivec_init(&self.chain); ivec_init(&self.chain_off); ivec_init(&self.chain_cut)
 
     def __init__(self, move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
                  multi_seq, multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
@@ -216,12 +223,15 @@ cdef class Pushdown:
         self.n_classes = move_rows.shape[1]
         self.max_frames, self.max_states, self.max_stacks = max_frames, max_states, max_stacks
         self.stamp = self.rs_stamp = 0
+        self.opaque = -1
         self.n_frames = self.n_runs = 0
         self.cap_frames = self.cap_runs = 0
         self.fh_cap = self.rh_cap = 0
         self.rs_off = <int32_t*> malloc(sizeof(int32_t))
         self.mb_end = <int32_t*> malloc(max(self.n_states, 1) * sizeof(int32_t))
-        if self.rs_off == NULL or self.mb_end == NULL:
+        self.q_loops = <uint64_t*> malloc(max(self.n_states, 1) * 2 * sizeof(uint64_t))
+        self.q_looped = <uint8_t*> calloc(max(self.n_states, 1), 1)
+        if self.rs_off == NULL or self.mb_end == NULL or self.q_loops == NULL or self.q_looped == NULL:
             raise MemoryError()
         for i in range(self.n_states):
             self.mb_end[i] = UNKNOWN
@@ -233,8 +243,10 @@ cdef class Pushdown:
         free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.trans); free(self.pops)
         free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
         free(self.uni_next); free(self.uni_words); free(self.jump_len); free(self.jump_to); free(self.mb_end)
+        free(self.q_loops); free(self.q_looped)
         free(self.rs_heads.data); free(self.tops.data); free(self.todo.data); free(self.heads.data)
         free(self.stack.data); free(self.found.data); free(self.chars.data)
+        free(self.chain.data); free(self.chain_off.data); free(self.chain_cut.data)
 
     @property
     def n_run_states(self) -> int:
@@ -376,24 +388,35 @@ cdef class Pushdown:
         return r
 
     cdef void _self_loops(self, int32_t r) noexcept nogil:
-        """The bytes on which every stack of ``r`` stays put: its heads' shared self-loops."""
-        cdef uint8_t ok[256]
-        cdef uint8_t cls_ok[256]
-        cdef Py_ssize_t i, c, b
+        """The bytes on which every stack of ``r`` stays put: its heads' shared self-loops (the
+        words of each automaton state, computed once, ANDed: set_words commutes with the AND)."""
+        cdef Py_ssize_t i
         cdef int32_t q
         cdef int lo = self.rs_off[r], hi = self.rs_off[r + 1]
+        cdef uint64_t low = ~(<uint64_t> 0), high = ~(<uint64_t> 0)
         if lo == hi:
             return
-        for c in range(self.n_classes):
-            cls_ok[c] = 1
         for i in range(lo, hi):
             q = self.f_state[self.rs_heads.data[i]]
-            for c in range(self.n_classes):
-                if self.move(q, c) != q:
-                    cls_ok[c] = 0
+            if not self.q_looped[q]:
+                self._state_loops(q)
+            low &= self.q_loops[2 * q]
+            high &= self.q_loops[2 * q + 1]
+        self.loops[2 * r] |= low
+        self.loops[2 * r + 1] |= high
+        self.has_loop[r] = (self.loops[2 * r] | self.loops[2 * r + 1]) != 0
+
+    cdef void _state_loops(self, int32_t q) noexcept nogil:
+        """The loop words of the bytes on which automaton state ``q`` moves to itself."""
+        cdef uint8_t cls_ok[256]
+        cdef uint8_t ok[256]
+        cdef Py_ssize_t c, b
+        for c in range(self.n_classes):
+            cls_ok[c] = self.move(q, c) == q
         for b in range(256):
             ok[b] = cls_ok[self.byte_class[b]]
-        self._set_loops(r, ok, 0)
+        set_words(ok, 0, &self.q_loops[2 * q], &self.q_loops[2 * q + 1])
+        self.q_looped[q] = 1
 
     cdef void _set_loops(self, int32_t r, uint8_t* ok, bint utf8) noexcept nogil:
         """OR into ``loops[r]`` the loop words of the bytes ``ok`` (see :func:`loop_words`)."""
@@ -443,6 +466,8 @@ cdef class Pushdown:
             if self.final[q]:
                 if parent < 0:
                     accepting = 1
+                elif parent == self.opaque:
+                    return ESCAPE
                 elif ivec_push(todo, parent):
                     return ERR_SIZE
         if heads.size > self.max_stacks:
@@ -694,8 +719,9 @@ cdef class Pushdown:
                 length = 1
                 nxt = t
                 break
-            if self.uniform(nxt) < DEAD:
-                return ERR_SIZE
+            k = self.uniform(nxt)
+            if k < DEAD:
+                return k
             if self.uni_words[2 * nxt] != w0 or self.uni_words[2 * nxt + 1] != w1:
                 length = 1
                 break
@@ -880,20 +906,22 @@ cdef class Pushdown:
         self.cap_frames = self.cap_runs = 0
         self.fh_cap = self.rh_cap = 0
         self.stamp = self.rs_stamp = 0
+        self.opaque = -1
         self.rs_off[0] = 0
         if self._grow_frames() or self._grow_runs() or self._rehash_frames(1024) or self._rehash_runs(256):
             return -1
         return 0
 
-    cdef int32_t state_of(self, const int32_t* states, const int32_t* offsets, Py_ssize_t n_heads,
-                          bint accepting) noexcept nogil:
+    cdef int32_t state_of(self, const int32_t* states, const int32_t* offsets, const int32_t* cut,
+                          Py_ssize_t n_heads, bint accepting) noexcept nogil:
         """The run state of the stacks ``states[offsets[i]:offsets[i + 1]]`` (automaton states,
-        top first), which must be closed (every top can move)."""
+        top first), which must be closed (every top can move); a stack with ``cut[i]`` stands
+        on the opaque frame instead of ending there."""
         cdef Py_ssize_t i, j
         cdef int32_t parent
         self.heads.size = 0
         for i in range(n_heads):
-            parent = -1
+            parent = self.opaque if cut[i] else -1
             for j in range(offsets[i + 1] - 1, offsets[i] - 1, -1):
                 parent = self.frame(states[j], parent)
                 if parent < 0:
@@ -912,32 +940,63 @@ cdef class Pushdown:
         return self.intern_run(&self.heads, accepting)
 
     # -- Python entry points -----------------------------------------------------------------
-    def mask(self, const int32_t[::1] states, const int32_t[::1] offsets, bint accepting, uint32_t[::1] words,
-             Py_ssize_t max_bytes):
+    def mask(self, tuple heads, bint accepting, uint32_t[::1] words, Py_ssize_t max_bytes, Py_ssize_t frames=0):
         """OR into ``words`` (packed, bit ``j`` of word ``i`` = token ``32 * i + j``) every text
-        token whose bytes the parse state of the given stacks (automaton states, top first:
-        ``states[offsets[i]:offsets[i + 1]]`` for stack ``i``) consumes. Past ``max_bytes`` of
-        tables, they are emptied and freed first. Returns 0, or ERR_STACKS / ERR_SIZE (``words`` partial)."""
-        cdef Py_ssize_t i, n_heads = offsets.shape[0] - 1
+        token whose bytes the parse state of the stacks ``heads`` consumes: each head the top
+        frame of a stack (an object with ``state``, an automaton state, and ``parent``, the
+        frame below or None: ``structspec.grammar.parse_state.Frame``), which must be closed.
+        Past ``max_bytes`` of tables, they are emptied and freed first. Returns 0, or
+        ERR_STACKS / ERR_SIZE (``words`` partial).
+
+        With ``frames`` > 0, only each stack's top ``frames`` frames are read, and a stack cut
+        there stands on one opaque frame: the mask is then that of every state whose stacks
+        agree on those frames, unless some token's bytes would pop into the opaque frame, which
+        stops the sweep with ESCAPE (``words`` partial)."""
+        cdef Py_ssize_t n_heads = len(heads), depth
+        cdef long long q
+        cdef object top
         cdef int32_t code
-        if n_heads < 0 or (n_heads and (offsets[0] != 0 or offsets[n_heads] != states.shape[0])):
-            raise ValueError("offsets must run from 0 to len(states)")
-        for i in range(n_heads):
-            if offsets[i + 1] <= offsets[i]:
-                raise ValueError(f"stack {i} is empty")
-        for i in range(states.shape[0]):
-            if not 0 <= states[i] < self.n_states:
-                raise ValueError(f"automaton state {states[i]} is outside 0..{self.n_states - 1}")
+        cdef bint any_cut = 0
         if words.shape[0] * 32 <= self.max_id:
             raise ValueError(f"{words.shape[0]} mask words cannot hold token id {self.max_id}")
         if not n_heads:
             return 0
+        self.chain.size = self.chain_off.size = self.chain_cut.size = 0
+        if ivec_push(&self.chain_off, 0):
+            raise MemoryError()
+        try:
+            for top in heads:
+                depth = 0
+                while top is not None:
+                    if depth == frames > 0:
+                        any_cut = 1
+                        break
+                    q = top.state
+                    if not 0 <= q < self.n_states:
+                        raise ValueError(f"automaton state {q} is outside 0..{self.n_states - 1}")
+                    depth += 1
+                    if depth > self.max_frames:
+                        raise ValueError(f"a stack deeper than {self.max_frames} frames")
+                    if ivec_push(&self.chain, <int32_t> q):
+                        raise MemoryError()
+                    top = top.parent
+                if depth == 0:
+                    raise ValueError("a stack is empty")
+                if ivec_push(&self.chain_off, <int32_t> self.chain.size) or ivec_push(&self.chain_cut, top is not None):
+                    raise MemoryError()
+        except (AttributeError, TypeError, OverflowError) as exc:
+            raise ValueError(f"heads must be stack frames ({exc})") from exc
         with nogil:
             code = 0
             if self.nbytes_now() > max_bytes and self.reset():
                 code = ERR_SIZE
+            if code == 0 and any_cut and self.opaque < 0:
+                code = self.frame(self.n_states, -1)  # no automaton state: a frame of its own
+                if code >= 0:
+                    self.opaque = code
+                    code = 0
             if code == 0:
-                code = self.state_of(&states[0], &offsets[0], n_heads, accepting)
+                code = self.state_of(self.chain.data, self.chain_off.data, self.chain_cut.data, n_heads, accepting)
             if code >= 0:
                 code = self.sweep(code, &words[0], &self.stack)
         return code

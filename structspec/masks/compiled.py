@@ -12,6 +12,10 @@ Design (the hot path; see docs/masks.md for the measurements behind it):
   dictionary hit. Equal masks share one array, across states and compiled grammars (found by
   a native digest of their words, compared in full): the positions of a counted string, and
   the same schema shapes in different grammars, allow the same tokens.
+* A one-stack state missing that cache may share its mask with states whose stacks agree on
+  their top frames (a schema's keys nested at other depths or under other parents): the mask
+  swept from the top frames over an opaque frame is kept per top, unless some token's bytes
+  pop into the opaque frame, which stops that sweep.
 
 Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
 """
@@ -29,7 +33,7 @@ import numpy as np
 from structspec.errors import GrammarError
 from structspec.grammar import Grammar
 from structspec.grammar.completion import completion_cost, rule_completion_costs, shortest_steps, spellable_bytes
-from structspec.grammar.parse_state import ParseState, union
+from structspec.grammar.parse_state import Frame, ParseState, union
 from structspec.grammar.tags import StructuralTag
 from structspec.ir.expr import TokenRef
 from structspec.lru import MISSING, BoundedCache
@@ -43,6 +47,9 @@ FORCED_CACHE_ENTRIES = 4096  # (state, text) forced continuations kept per compi
 FORCED_CACHE_BYTES = 2 << 20
 STEP_CACHE_ENTRIES = 4096  # (state, token) steps kept per compiled grammar (LRU; a round needs only its own)
 STEP_CACHE_BYTES = 4 << 20
+TOP_FRAMES = (1, 3)  # stack frames a state's top masks read, tried in turn (see _new_mask)
+TOP_CACHE_ENTRIES = 8192  # top masks (or None: some token reaches below) kept per compiled grammar (LRU)
+TOP_CACHE_BYTES = 8 << 20
 OBJECT_BYTES = 64  # estimated bytes of a small Python object (a tuple, a parse state, a dict entry)
 POINTER_BYTES = 8
 RULE_STATE_BYTES = 64  # estimated bytes per automaton state of a grammar: its rule tuples and flags (~40 measured)
@@ -80,6 +87,10 @@ class CompiledGrammar:
             max_entries=STEP_CACHE_ENTRIES, max_bytes=STEP_CACHE_BYTES, weigh=_state_bytes)
         self._jumps: BoundedCache[tuple[ParseState, bytes], list[int] | None] = BoundedCache(
             max_entries=FORCED_CACHE_ENTRIES, max_bytes=FORCED_CACHE_BYTES, weigh=_tokens_bytes)
+        # the top frames of a one-stack state (see _top_key) -> its mask, when no token reaches below them
+        # (else None)
+        self._tops: BoundedCache[tuple[tuple[int, ...], bool, bool], np.ndarray | None] = BoundedCache(
+            max_entries=TOP_CACHE_ENTRIES, max_bytes=TOP_CACHE_BYTES, weigh=_top_bytes)
         self._trie = token_trie(vocabulary)
         self._runner = StackRunner(self.rules, self._trie, vocabulary.text_ids, self.n_words)
         self._completion_costs: list[float] | None = None  # filled on first use (threads may race: same result)
@@ -103,6 +114,7 @@ class CompiledGrammar:
             + self._states.nbytes
             + self._steps.nbytes
             + self._jumps.nbytes
+            + self._tops.nbytes
             + self._runner.nbytes
         )
 
@@ -111,7 +123,7 @@ class CompiledGrammar:
         """Packed uint32 mask of the tokens allowed from ``state`` (do not modify it)."""
         words = self._states.get(state)
         if words is MISSING:
-            words = self._states.put(state, _shared(self._compute(state)))
+            words = self._states.put(state, self._new_mask(state))
         return words
 
     def known_mask_words(self, state: ParseState) -> np.ndarray | None:
@@ -119,11 +131,32 @@ class CompiledGrammar:
         words = self._states.get(state)
         return None if words is MISSING else words
 
-    def _compute(self, state: ParseState) -> np.ndarray:
-        words = self._runner.mask(state)
-        for head in state.heads:
-            for ref, _ in self.rules.token_edges[head.state]:
-                np.bitwise_or(words, self._token_refs[ref].words, out=words)
+    def _new_mask(self, state: ParseState) -> np.ndarray:
+        """The mask of a state not in the whole-state cache. Many one-stack states differ only
+        below the tokens' reach (a schema's keys, nested at different depths or under different
+        parents): the mask computed from the stack's top frames alone holds for all of them,
+        unless some token pops into what lies below, which the sweep of the cut stack reports
+        (then None is kept for those tops, and the next depth is tried, then the whole stack)."""
+        heads = state.heads
+        if len(heads) == 1:  # several stacks: their tops rarely recur together
+            for frames in TOP_FRAMES:
+                key = _top_key(heads[0], frames, state.accepting)
+                words = self._tops.get(key)
+                if words is MISSING:
+                    words = self._compute(state, frames)
+                    words = self._tops.put(key, None if words is None else _shared(words))
+                if words is not None:
+                    return words
+        return _shared(self._compute(state))
+
+    def _compute(self, state: ParseState, frames: int = 0) -> np.ndarray | None:
+        words = self._runner.mask(state, frames)
+        if words is None:
+            return None
+        if self._token_refs:
+            for head in state.heads:
+                for ref, _ in self.rules.token_edges[head.state]:
+                    np.bitwise_or(words, self._token_refs[ref].words, out=words)
         if state.accepting:
             np.bitwise_or(words, self._eos_words, out=words)
         return words
@@ -249,6 +282,23 @@ def _mask_bytes(_state: ParseState, words: np.ndarray) -> int:
     """A mask's full size, although equal masks share one array: the cache's byte bound is
     then an upper bound on what its masks hold."""
     return words.nbytes + 2 * OBJECT_BYTES
+
+
+def _top_key(head: Frame, frames: int, accepting: bool) -> tuple[tuple[int, ...], bool, bool]:
+    """The automaton states of the top ``frames`` frames of a stack, whether more lie below
+    them, and whether the state accepts: what a sweep of the stack cut there reads."""
+    states = []
+    for _ in range(frames):
+        if head is None:
+            break
+        states.append(head.state)
+        head = head.parent
+    return tuple(states), head is not None, accepting
+
+
+def _top_bytes(_key: tuple[tuple[int, ...], bool, bool], words: np.ndarray | None) -> int:
+    """A top mask counted in full (see _mask_bytes)."""
+    return 2 * OBJECT_BYTES if words is None else _mask_bytes(None, words)
 
 
 def _state_bytes(_key: tuple[ParseState, int], state: ParseState | None) -> int:

@@ -125,16 +125,17 @@ class Matcher:
         """Write the mask into ``bitmask[row]`` (int32 ``[batch, ceil(vocab/32)]``, bit j of word i
         = token 32*i+j); words past the vocabulary (padded logits) are zeroed."""
         words = self.mask_words()
-        n = len(words)
-        if bitmask.shape[-1] < n:
+        n, width = len(words), bitmask.shape[-1]
+        if width < n:
             raise ValueError(
-                f"bitmask rows hold {bitmask.shape[-1]} words but the vocabulary needs {n} "
+                f"bitmask rows hold {width} words but the vocabulary needs {n} "
                 f"(ceil({self.compiled.vocabulary.size} / 32))"
             )
-        if bitmask.device.type == "cpu":  # through numpy: a third of the per-call cost of torch's copy
+        if bitmask.is_cpu:  # through numpy: a third of the per-call cost of torch's copy
             target = bitmask.numpy()[row]
-            target[:n] = words.view(np.int32)
-            target[n:] = 0
+            target[:n] = words  # uint32 into int32: the same bits
+            if width > n:
+                target[n:] = 0
             return
         import torch
 

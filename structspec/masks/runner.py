@@ -11,7 +11,6 @@ calls per runner, and turns the core's error codes into :class:`~structspec.erro
 from __future__ import annotations
 
 import threading
-from itertools import accumulate, chain
 
 import numpy as np
 
@@ -35,7 +34,7 @@ CHAIN_HEIGHT = 32  # subtrees taller than this are expanded rather than checked 
 TABLE_BYTES = 8 << 20  # filled tables per runner past which they are freed before the next mask (docs/masks.md)
 MAX_FRAMES = 1 << 22  # interned stack frames within one mask (E108 beyond)
 MAX_RUN_STATES = 1 << 19  # run states within one mask (E108 beyond)
-ERR_STACKS, ERR_SIZE = -3, -4  # the core's error codes
+ERR_STACKS, ERR_SIZE, ESCAPE = -3, -4, -5  # the core's error codes, and a cut sweep's stop
 
 
 class StackRunner:
@@ -52,16 +51,14 @@ class StackRunner:
         """Bytes of the tables allocated so far."""
         return self._native.nbytes
 
-    def mask(self, state: ParseState) -> np.ndarray:
-        """Packed uint32 mask words of the text tokens whose bytes ``state`` consumes."""
-        chains = [head.states() for head in state.heads]
-        offsets = np.fromiter(accumulate(map(len, chains), initial=0), np.int32, len(chains) + 1)
-        states = np.fromiter(chain.from_iterable(chains), np.int32, int(offsets[-1]))
+    def mask(self, state: ParseState, frames: int = 0) -> np.ndarray | None:
+        """Packed uint32 mask words of the text tokens whose bytes ``state`` consumes. With
+        ``frames`` > 0, from the top ``frames`` frames of each stack only: the mask of every
+        state that agrees with ``state`` there, or None where some token reaches below them."""
         words = np.zeros(self.n_words, np.uint32)
         with self._lock:
-            code = self._native.mask(states, offsets, state.accepting, words, TABLE_BYTES)
-        _checked(code)
-        return words
+            code = self._native.mask(state.heads, state.accepting, words, TABLE_BYTES, frames)
+        return None if _checked(code) == ESCAPE else words
 
 
 def _checked(code: int) -> int:

@@ -208,12 +208,14 @@ def _bits_of_row(row: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_fill_bitmask_matches_allowed_mask_on_a_batch_row(seed: int) -> None:
+@pytest.mark.parametrize("extra_words", [0, 2])
+def test_fill_bitmask_matches_allowed_mask_on_a_batch_row(seed: int, extra_words: int) -> None:
+    """Rows wider than the vocabulary (padded logits) get their extra words zeroed."""
     compiled = _small_json()
     size = compiled.vocabulary.size
     n_words = (size + 31) // 32
     for matcher, mask in _walk(compiled, seed, 10):
-        bitmask = torch.full((3, n_words), -7, dtype=torch.int32)
+        bitmask = torch.full((3, n_words + extra_words), -7, dtype=torch.int32)
         matcher.fill_bitmask(bitmask, row=1)
         bits = _bits_of_row(bitmask[1])
         assert torch.equal(bits[:size], mask)

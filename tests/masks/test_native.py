@@ -20,6 +20,7 @@ from test_masks import _byte_vocabularies, _grammars, _random_walk, _sub_vocab
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary
 from structspec.grammar import compiler
+from structspec.grammar.parse_state import Frame
 from structspec.grammar.ruleset import NO_MOVE
 from structspec.masks import runner as mask_runner
 from structspec.tokens import trie as token_tries
@@ -138,6 +139,64 @@ def test_counted_strings_are_exact_on_every_token_of_a_dense_vocabulary(monkeypa
     assert _exhaustive(structspec.compile(Grammar.from_gbnf(gbnf), vocab), 3) >= 2
 
 
+# -- masks from the top frames of the stacks ------------------------------------------------------
+
+
+def _walk_states(compiled: structspec.CompiledGrammar, seed: int, steps: int) -> list:
+    """The parse states of a seeded walk of allowed tokens (as the mask allows them)."""
+    rng = np.random.default_rng(seed)
+    matcher, states = compiled.matcher(), []
+    for _ in range(steps):
+        states.append(matcher.state)
+        allowed = np.flatnonzero(np.unpackbits(matcher.mask_words().view(np.uint8), bitorder="little"))
+        allowed = [i for i in allowed.tolist() if i < compiled.vocabulary.size and i not in compiled.vocabulary.eos_ids]
+        if not allowed or not matcher.accept_token(int(rng.choice(allowed))):
+            break
+    return states
+
+
+@SETTINGS
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16), shortcuts=st.booleans())
+def test_cut_stacks_give_the_whole_mask_or_escape(monkeypatch: pytest.MonkeyPatch, gbnf: str, vocab: Vocabulary,
+                                                  seed: int, shortcuts: bool) -> None:
+    """A sweep from each stack's top frames alone either stops (a token pops into what was cut
+    off) or gives exactly the mask of the whole stacks."""
+    if shortcuts:
+        monkeypatch.setattr(mask_runner, "PROBE_AT", 1)
+        monkeypatch.setattr(mask_runner, "CHAINS_AFTER", 0)
+    compiled = structspec.compile(_parsed(gbnf), vocab)
+    try:
+        states = _walk_states(compiled, seed, 10)
+        for state in states:
+            whole = compiled._runner.mask(state)
+            for frames in (1, 2, 3):
+                cut = compiled._runner.mask(state, frames)
+                assert cut is None or np.array_equal(cut, whole), (state, frames)
+    except GrammarError as exc:
+        assume(exc.code not in ("E108", "E110"))
+        raise
+
+
+NESTED = """root ::= obj
+obj ::= "{" ("\\"" key "\\":" val ("," "\\"" key "\\":" val)*)? "}"
+key ::= "ab" | "abc" | "b" [a-c]*
+val ::= obj | "[" (val ("," val)*)? "]" | [0-9]+ | "\\"" [a-c]* "\\""
+"""
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nested_states_sharing_their_tops_are_exact(seed: int) -> None:
+    """Objects nested at many depths: states whose stacks agree on their top frames take their
+    masks from the top cache, and every mask still equals brute force."""
+    pieces = [b"{", b"}", b'"', b'":', b",", b"[", b"]", b"a", b"b", b"c", b"ab", b"abc", b'ab":', b'b":{',
+              b'}}', b'"}', b'"},', b"1", b"12", b"1,", b"1}", b'{"', b'":"', b'","', b'],"', b'":[', None]
+    vocab = Vocabulary.from_token_bytes(pieces, eos_ids=[len(pieces) - 1])
+    compiled = structspec.compile(Grammar.from_gbnf(NESTED), vocab)
+    checked = sum(_random_walk(compiled, seed * 100 + k, 40) for k in range(40))
+    assert checked > 200
+    assert compiled._tops.hits > 0
+
+
 # -- bad input ----------------------------------------------------------------------------------
 
 
@@ -147,20 +206,34 @@ def _native(gbnf: str = 'root ::= "a"+ "b"'):
     return compiled, compiled._runner._native
 
 
+_STATE = st.one_of(st.integers(-3, 8), st.integers(-2**70, 2**70), st.none(), st.text(max_size=1))
+
+
 @settings(max_examples=200, deadline=None)
-@given(states=st.lists(st.integers(-2**31, 2**31 - 1), max_size=6),
-       offsets=st.lists(st.integers(-3, 8), max_size=5), n_words=st.integers(0, 3))
-def test_native_mask_rejects_malformed_stacks(states: list[int], offsets: list[int], n_words: int) -> None:
-    """Arbitrary stacks and word buffers: a ValueError naming the problem, or a mask that equals
-    the one a well-formed call gives."""
+@given(stacks=st.lists(st.one_of(st.lists(_STATE, max_size=4), st.integers()), max_size=5),
+       n_words=st.integers(0, 3), frames=st.integers(-1, 3))
+def test_native_mask_rejects_malformed_stacks(stacks: list, n_words: int, frames: int) -> None:
+    """Arbitrary stacks (any states, empty stacks, heads that are not frames) and word buffers:
+    a ValueError naming the problem, or a mask computed."""
     compiled, native = _native()
+    heads = []
+    for stack in stacks:
+        head = stack  # an int: not a frame
+        if isinstance(stack, list):
+            head = None
+            for state in reversed(stack):
+                head = Frame(state, head)
+        heads.append(head)
     words = np.zeros(n_words, np.uint32)
     try:
-        code = native.mask(np.array(states, np.int32), np.array(offsets, np.int32), False, words, 1 << 20)
+        code = native.mask(tuple(heads), False, words, 1 << 20, frames)
     except ValueError:
         return
-    assert code in (0, mask_runner.ERR_STACKS)
+    assert code in (0, mask_runner.ERR_STACKS, mask_runner.ESCAPE)
     assert n_words >= compiled.n_words
+    read = [stack[:frames] if frames > 0 and isinstance(stack, list) else stack for stack in stacks]  # below: cut
+    assert all(isinstance(stack, list) and stack and all(isinstance(q, int) and 0 <= q < compiled.rules.n_states
+                                                            for q in stack) for stack in read)
 
 
 @settings(max_examples=200, deadline=None)

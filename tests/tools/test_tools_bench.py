@@ -52,7 +52,8 @@ def test_mask_profile_classifies_each_mask_by_its_work() -> None:
     text = profile_masks.report(first + again, top=2)
     assert text.startswith(f"{2 * len(first)} masks:") and "whole-state cache hit" in text
     kinds = {call.kind for call in first + again}
-    assert len(text.splitlines()) == 1 + len(kinds) + 1 + 2  # summary, one line a kind, heading, slowest
+    assert "CPU time: p50" in text.splitlines()[1]
+    assert len(text.splitlines()) == 2 + len(kinds) + 1 + 2  # summary, CPU time, one line a kind, heading, slowest
 
 
 def test_counted_replay_times_every_mask_and_refuses_a_text_off_the_grammar() -> None:
