@@ -313,9 +313,10 @@ class ModelDrafter:
         qs: list[torch.Tensor | None] = []
         while len(tokens) < limit and not matcher.is_finished():
             start = time.perf_counter()
-            fed = self.runner.pending(context + tokens)
+            sequence = context + tokens
+            fed = self.runner.pending(sequence)
             with stats.timing("draft"):
-                row = self.runner.logits(context + tokens, 1)[0]
+                row = self.runner.logits(sequence, 1)[0]
             stats.draft_forwards += 1
             if self.sampling.greedy:
                 with stats.timing("mask"):

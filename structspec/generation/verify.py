@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from structspec.generation.budget import replacement
 from structspec.generation.chain import Draft
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
-from structspec.masks.matcher import Matcher
+from structspec.masks.matcher import Matcher, numpy_view
 
 
 def verify(
@@ -25,8 +24,8 @@ def verify(
 
     ``logits[0]`` is the target's (unmasked) prediction after the committed text and
     ``logits[1 + i]`` after draft node ``i``. Each row is read under the mask of ``matcher``
-    advanced along the branch (in place; a greedy row only when its unmasked argmax is
-    forbidden, see :meth:`~structspec.masks.matcher.Matcher.masked_argmax`). At each node:
+    advanced along the branch (in place, except a greedy CPU row: see
+    :meth:`~structspec.masks.matcher.Matcher.masked_argmax`). At each node:
 
     - a main-line child sampled from a draft distribution ``q`` (a draft model's) passes with
       probability ``min(1, p/q)``; a failure is replaced by a sample of ``norm(max(0, p - q))``;
@@ -46,22 +45,16 @@ def verify(
     """
 
     timer = stats.timing("mask")
-    rows = _host_rows(logits) if sampling.greedy else None
+    rows = numpy_view(logits) if sampling.greedy else None  # one view for the round, not one a row
 
     def choose(index: int) -> int:
-        """A token from the masked distribution of row ``index`` (its argmax when greedy:
-        the unmasked argmax when the grammar allows it, read from the rows' numpy view)."""
-        if rows is not None:
+        """A token from the masked distribution of row ``index`` (its argmax when greedy, read
+        from the rows' numpy view where there is one)."""
+        if sampling.greedy:
             with timer:
-                host = rows[index]
-                best = int(host.argmax())
-                if matcher.allows(best):
-                    return best
-                return _allowed_argmax(host, matcher.mask_words(), min(len(host), matcher.compiled.vocabulary.size))
+                return matcher.masked_argmax(logits[index] if rows is None else rows[index])
         row = logits[index]
         with timer:
-            if sampling.greedy:
-                return matcher.masked_argmax(row)
             matcher.apply_mask(row)
         return sampling.pick(row, rng)
 
@@ -108,25 +101,6 @@ def verify(
         if matcher.is_finished():
             return path, None
         node = follow
-
-
-def _host_rows(logits: torch.Tensor):
-    """A numpy view of CPU float logits (the same memory), whose argmax is torch's (NaN first,
-    then the lowest id among ties) at a sixth of the cost; None where there is none (a GPU,
-    bfloat16), and each row is then read by
-    :meth:`~structspec.masks.matcher.Matcher.masked_argmax`."""
-    try:
-        return logits.numpy()
-    except (TypeError, RuntimeError):
-        return None
-
-
-def _allowed_argmax(row: np.ndarray, words: np.ndarray, size: int) -> int:
-    """torch's argmax of ``row`` once the tokens ``words`` forbids (and ids from ``size`` on)
-    are set to -inf, without writing the row: the first NaN or the highest allowed score, the
-    lowest id among ties (0 when the masked row is all -inf)."""
-    allowed = np.unpackbits(words.view(np.uint8), count=size, bitorder="little").view(np.bool_)
-    return int(np.where(allowed, row[:size], -np.inf).argmax())
 
 
 def _resample(p: torch.Tensor, token: int, q: torch.Tensor, rng: torch.Generator) -> int:

@@ -294,7 +294,7 @@ SPECIAL_LOGITS = st.sampled_from([float("-inf"), -1.0, 0.0, 0.5, 2.0, float("inf
 @given(st.lists(SPECIAL_LOGITS, min_size=6, max_size=6), st.sampled_from([b"", b"a", b"c"]))
 def test_verify_greedy_choice_is_masked_argmax(row: list[float], prefix: bytes) -> None:
     """verify's greedy token (:meth:`Matcher.masked_argmax`: the row's argmax through numpy,
-    masked only when forbidden) is torch's argmax of the masked row, on rows full of ties,
+    replaced from the mask bits only when forbidden) is torch's argmax of the masked row, on rows full of ties,
     infinities and NaN."""
     vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"d", b"e", None], eos_ids=[5])
     compiled = compile_grammar(Grammar.from_gbnf("root ::= [a-d] [a-e]"), vocab)
@@ -312,10 +312,11 @@ def test_verify_greedy_choice_is_masked_argmax(row: list[float], prefix: bytes) 
 
 @given(st.data(), st.integers(1, 100), st.integers(0, 40))
 def test_a_forbidden_argmax_gives_way_to_the_masked_rows_argmax(data, size: int, padding: int) -> None:
-    """verify's stand-in for a forbidden argmax is the argmax of the row masked in place (every
-    forbidden id and every id past the vocabulary at -inf), as masked decoding reads it: NaN
-    first, the lowest id among ties, 0 for an all -inf row; over masks of several words."""
-    from structspec.generation.verify import _allowed_argmax
+    """The stand-in for a forbidden argmax (:meth:`Matcher.masked_argmax`, which verify reads) is
+    the argmax of the row masked in place (every forbidden id and every id past the vocabulary
+    at -inf), as masked decoding reads it: NaN first, the lowest id among ties, 0 for an all
+    -inf row; over masks of several words."""
+    from structspec.masks.matcher import _allowed_argmax
 
     row = np.array(data.draw(st.lists(SPECIAL_LOGITS, min_size=size + padding, max_size=size + padding)),
                    dtype=np.float32)
