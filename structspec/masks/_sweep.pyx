@@ -8,8 +8,11 @@ table, a run state is a sorted array of head frames interned the same way, and
 the class's byte and closing the result (rule calls pushed, finished rules popped) -- the same
 steps as ``structspec.grammar.parse_state``, on integers. A sweep walks the trie depth first
 from given nodes, one table lookup per (node, run state) pair; a node whose whole subtree's
-rest bytes loop on its run state is accepted whole. Nothing here creates a Python object on
-the way to a mask, and sweeps run with the GIL released (callers serialize calls per object).
+rest bytes loop on its run state is accepted whole. Inside a string, the sweep reads the
+vocabulary split by the state's loop set instead (``split_sweep``): the tokens of loop bytes
+only in one OR, and a small trie of the other tokens' rests. Nothing here creates a Python
+object on the way to a mask, and sweeps run with the GIL released (callers serialize calls
+per object).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -28,11 +31,70 @@ cdef enum:
 cdef int32_t NO_MOVE = -2147483648  # structspec.grammar.ruleset.NO_MOVE: no move on a class
 
 cdef int MAX_CLOSED = 16  # run states a probed loop set may wander through
+cdef int MAX_SPLITS = 64  # loop splits one grammar keeps at hand (the vocabulary's cache keeps more)
 
 
 cdef struct Node:  # one record of structspec.tokens.trie.NODE
     int32_t child_lo, child_hi, row_lo, end_hi, row_hi, height, below_index, byte
     uint64_t rest0, rest1
+
+
+cdef struct Trie:  # the token trie a sweep walks: the vocabulary's, or the rests of a loop split
+    const Node* nodes
+    const uint8_t* byte_p  # each node's last byte
+    const int32_t* ids_p  # trie row -> token id
+    const uint32_t* below  # [big subtrees, n_words]: the mask words of the tokens below
+    Py_ssize_t n_words
+
+
+cdef struct SplitData:
+    Trie trie  # the rests
+    const uint32_t* loop_p  # the mask words of the tokens of at most ``steps`` loop units
+    Py_ssize_t n_loop
+    int32_t steps
+
+
+cdef class Split:
+    """One vocabulary's split by a loop set (``structspec.tokens.trie.LoopSplit``) as the sweep
+    reads it: the mask words of the tokens made of at most ``steps`` loop units, and the trie
+    of the other tokens' rests, whose depth-1 nodes stand for the units before a rest."""
+
+    cdef SplitData data
+    cdef readonly int32_t max_id  # the largest token id among the rests
+    cdef object _keep
+
+    def __init__(self, loop_words, nodes, trie_byte, below_words, row_ids, int steps):
+        loop_words = np.ascontiguousarray(loop_words, np.uint32)
+        trie_byte = np.ascontiguousarray(trie_byte, np.uint8)
+        below_words = np.ascontiguousarray(below_words, np.uint32)
+        row_ids = np.ascontiguousarray(row_ids, np.int32)
+        if nodes.dtype.itemsize != sizeof(Node) or len(nodes) == 0 or len(trie_byte) != len(nodes):
+            raise ValueError(f"a split's trie needs {sizeof(Node)}-byte node records, at least the root, one byte each")
+        n, rows = len(nodes), len(row_ids)
+        if below_words.ndim != 2 or below_words.shape[1] != len(loop_words) or not 0 <= steps < 256:
+            raise ValueError("a split's mask words must be as wide as its loop words, its steps 0..255")
+        lo, hi, child_lo, child_hi = nodes["row_lo"], nodes["row_hi"], nodes["child_lo"], nodes["child_hi"]
+        has = child_hi > child_lo
+        if not ((0 <= lo).all() and (lo <= nodes["end_hi"]).all() and (nodes["end_hi"] <= hi).all()
+                and (hi <= rows).all() and (child_lo[has] > np.flatnonzero(has)).all() and (child_hi[has] <= n).all()
+                and (nodes["below_index"] < len(below_words)).all() and (rows == 0 or row_ids.min() >= 0)
+                and (trie_byte[child_lo[0]:child_hi[0]] <= steps).all()):
+            raise ValueError("a split's trie does not fit its rows, nodes and mask words")
+        self._keep = (loop_words, nodes, trie_byte, below_words, row_ids)
+        cdef const uint8_t[::1] raw = nodes.view(np.uint8).reshape(-1)
+        cdef const uint8_t[::1] b = trie_byte
+        cdef const uint32_t[::1] w = loop_words
+        cdef const uint32_t[:, ::1] below = below_words
+        cdef const int32_t[::1] ids = row_ids
+        self.data.trie.nodes = <const Node*> &raw[0]
+        self.data.trie.byte_p = &b[0]
+        self.data.trie.ids_p = &ids[0] if rows else NULL
+        self.data.trie.below = &below[0, 0] if below.shape[0] and below.shape[1] else NULL
+        self.data.trie.n_words = below.shape[1]
+        self.data.loop_p = &w[0] if w.shape[0] else NULL
+        self.data.n_loop = w.shape[0]
+        self.data.steps = steps
+        self.max_id = int(row_ids.max(initial=-1))
 
 
 cdef struct IVec:
@@ -121,14 +183,16 @@ cdef class Pushdown:
     cdef int n_classes
     cdef int n_states
     # trie (read-only)
-    cdef const Node* nodes
+    cdef Trie main  # the vocabulary's
+    cdef Trie cur  # the one the sweep walks now: main, or a split's rests
+    cdef object split_of  # see mask()
+    cdef dict splits  # loop set -> Split (or None: not worth one), asked of split_of once
+    cdef readonly int split_bits  # loop bits (of 128) from which a state's sweep reads a loop split
     cdef const uint8_t[::1] t_byte  # each node's last byte, dense: a sweep reads a node's children's bytes together
     cdef Py_ssize_t n_nodes
     cdef const uint32_t[:, ::1] t_below_words
     cdef const int32_t[::1] row_ids  # trie row -> token id
-    cdef const int32_t* ids_p  # raw pointers into row_ids, byte_class and t_byte for the hot loop
     cdef const int32_t* class_p
-    cdef const uint8_t* byte_p
     cdef object _keep  # the arrays above, kept alive
     # frames
     cdef int32_t* f_state
@@ -161,8 +225,10 @@ cdef class Pushdown:
     cdef int32_t* rs_seen
     # scratch
     cdef IVec tops, todo, heads, stack, found, chars, chain, chain_off, chain_cut  # chain*: mask()'s stacks
+    cdef IVec ahead  # split_sweep()'s chain states
     cdef int32_t max_id
-    cdef readonly Py_ssize_t expanded, probes  # counters for profiling: trie nodes expanded, loop probes
+    cdef readonly Py_ssize_t expanded, probes, split_sweeps  # counters for profiling: trie nodes expanded, loop
+    # probes, sweeps through a loop split
     cdef readonly int probe_at  # expansions of a run state after which its loop set is probed
     cdef readonly int chains_after  # expansions of a run state after which its counted chain is tried
     cdef readonly int chain_height  # subtrees taller than this are expanded, not checked along a chain
@@ -182,11 +248,11 @@ cdef class Pushdown:
         self.pops = self.has_loop = NULL
         ivec_init(&self.rs_heads); ivec_init(&self.tops); ivec_init(&self.todo); ivec_init(&self.heads)
         ivec_init(&self.stack); ivec_init(&self.found); ivec_init(&self.chars)
-        ivec_init(&self.chain); ivec_init(&self.chain_off); ivec_init(&self.chain_cut)
+        ivec_init(&self.chain); ivec_init(&self.chain_off); ivec_init(&self.chain_cut); ivec_init(&self.ahead)
 
     def __init__(self, move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
                  multi_seq, multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
-                 int probe_at=256, int chains_after=8, int chain_height=32):
+                 int probe_at=256, int chains_after=8, int chain_height=32, split_of=None, int split_bits=64):
         self._keep = (move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain, multi_seq,
                       multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids)
         self.move_rows = move_rows
@@ -205,16 +271,22 @@ cdef class Pushdown:
         cdef const uint8_t[::1] raw = nodes.view(np.uint8).reshape(-1)
         if nodes.dtype.itemsize != sizeof(Node) or raw.shape[0] == 0:
             raise ValueError(f"trie nodes must be {sizeof(Node)}-byte records, at least the root")
-        self.nodes = <const Node*> &raw[0]
         self.n_nodes = raw.shape[0] // sizeof(Node)
         self.t_below_words = below_words
         self.t_byte = trie_byte
-        self.byte_p = &self.t_byte[0]
         self.class_p = &self.byte_class[0]
         if self.t_byte.shape[0] != self.n_nodes:
             raise ValueError("one byte per trie node")
         self.row_ids = row_ids
-        self.ids_p = &self.row_ids[0] if self.row_ids.shape[0] else NULL
+        self.main.nodes = <const Node*> &raw[0]
+        self.main.byte_p = &self.t_byte[0]
+        self.main.ids_p = &self.row_ids[0] if self.row_ids.shape[0] else NULL
+        self.main.below = &self.t_below_words[0, 0] if self.t_below_words.shape[0] and self.t_below_words.shape[1] else NULL
+        self.main.n_words = self.t_below_words.shape[1]
+        self.cur = self.main
+        self.split_of = split_of
+        self.splits = {}
+        self.split_bits = split_bits
         self.n_states = move_row.shape[0]
         self.max_id = max_of(self.row_ids)
         self.probe_at = probe_at
@@ -246,7 +318,7 @@ cdef class Pushdown:
         free(self.q_loops); free(self.q_looped)
         free(self.rs_heads.data); free(self.tops.data); free(self.todo.data); free(self.heads.data)
         free(self.stack.data); free(self.found.data); free(self.chars.data)
-        free(self.chain.data); free(self.chain_off.data); free(self.chain_cut.data)
+        free(self.chain.data); free(self.chain_off.data); free(self.chain_cut.data); free(self.ahead.data)
 
     @property
     def n_run_states(self) -> int:
@@ -703,7 +775,7 @@ cdef class Pushdown:
         """How many steps from ``s`` the uniform chain keeps ``s``'s loop words (every state
         alive; capped past ``chain_height`` and the longest token), with ``jump_to[s]`` the state after them; an
         error code on error. Filled backwards along the chain, so each state is walked once."""
-        cdef int32_t t = s, nxt, cap = min(self.chain_height, self.nodes[0].height) + 1, n, k, length
+        cdef int32_t t = s, nxt, cap = min(self.chain_height, self.main.nodes[0].height) + 1, n, k, length
         cdef uint64_t w0 = self.uni_words[2 * s], w1 = self.uni_words[2 * s + 1]
         if self.jump_len[s] >= 0:
             return self.jump_len[s]
@@ -745,8 +817,8 @@ cdef class Pushdown:
         """Whether every token below ``node`` stays alive from ``s``: at each of the node's
         ``height`` steps, the rest bytes lead every state of the chain to the same next state
         (1 yes, 0 no, or an error code)."""
-        cdef int32_t h = self.nodes[node].height, t, k
-        cdef uint64_t r0 = self.nodes[node].rest0, r1 = self.nodes[node].rest1
+        cdef int32_t h = self.cur.nodes[node].height, t, k
+        cdef uint64_t r0 = self.cur.nodes[node].rest0, r1 = self.cur.nodes[node].rest1
         while h > 0:
             t = self.uniform(s)
             if t < DEAD:
@@ -765,28 +837,27 @@ cdef class Pushdown:
     # -- sweeps ------------------------------------------------------------------------------
     cdef inline void accept(self, uint32_t* words, int32_t lo, int32_t hi) noexcept nogil:
         cdef int32_t r, token
-        cdef const int32_t* ids = self.ids_p
+        cdef const int32_t* ids = self.cur.ids_p
         for r in range(lo, hi):
             token = ids[r]
             words[token >> 5] |= (<uint32_t> 1) << (token & 31)
 
     cdef inline void accept_below(self, uint32_t* words, int32_t node) noexcept nogil:
         """Accept every token strictly below ``node``."""
-        cdef int32_t big = self.nodes[node].below_index
-        cdef Py_ssize_t i, n
+        cdef int32_t big = self.cur.nodes[node].below_index
+        cdef Py_ssize_t i, n = self.cur.n_words
         cdef const uint32_t* row
         if big < 0:
-            self.accept(words, self.nodes[node].end_hi, self.nodes[node].row_hi)
+            self.accept(words, self.cur.nodes[node].end_hi, self.cur.nodes[node].row_hi)
             return
-        n = self.t_below_words.shape[1]
-        row = &self.t_below_words[big, 0]
+        row = self.cur.below + big * n
         for i in range(n):
             words[i] |= row[i]
 
     cdef inline int settled(self, int32_t node, int32_t s) noexcept nogil:
         """Whether every token below ``node`` (an alive node in run state ``s``) is consumed
         alive, by the loop set or the counted chain of ``s`` (1 yes, 0 no, or an error)."""
-        cdef const Node* rec = &self.nodes[node]
+        cdef const Node* rec = &self.cur.nodes[node]
         cdef const uint64_t* loops
         if rec.child_lo == rec.child_hi:
             return 1
@@ -811,14 +882,107 @@ cdef class Pushdown:
 
     cdef inline void reject(self, uint32_t* words, int32_t lo, int32_t hi) noexcept nogil:
         cdef int32_t r, token
-        cdef const int32_t* ids = self.ids_p
+        cdef const int32_t* ids = self.cur.ids_p
         for r in range(lo, hi):
             token = ids[r]
             words[token >> 5] &= ~((<uint32_t> 1) << (token & 31))
 
     cdef int32_t sweep(self, int32_t start, uint32_t* words, IVec* stack) noexcept nogil:
         """OR into ``words`` every token whose bytes run state ``start`` consumes alive: a
-        depth-first walk of the trie from the root, one transition per (node, run state).
+        depth-first walk of the vocabulary's trie from the root, one transition per (node, run
+        state)."""
+        cdef int32_t code
+        self.cur = self.main
+        stack.size = 0
+        code = self.seed(0, start, words, stack)
+        return code if code < 0 else self.walk(words, stack)
+
+    cdef int32_t split_sweep(self, int32_t start, const SplitData* split, uint32_t* words, IVec* stack) noexcept nogil:
+        """``sweep`` through ``split`` (a split by the loop set of ``start``'s uniform step):
+        the tokens of at most ``split.steps`` loop units are taken in one OR, and the rests of
+        the others are walked, each from the state as many units ahead on the chain. Falls back
+        to ``sweep`` where the chain takes another step before ``split.steps`` steps."""
+        cdef int32_t code, t, j, node, lo, hi
+        cdef int32_t* ahead
+        cdef Py_ssize_t i
+        cdef int same
+        self.ahead.size = 0  # the chain's states, step by step
+        t = start
+        for j in range(split.steps + 1):
+            if 0 < j < split.steps:
+                same = self.same_step(start, t)
+                if same < 0:
+                    return same
+                if not same:
+                    return self.sweep(start, words, stack)
+            if ivec_push(&self.ahead, t):
+                return ERR_SIZE
+            t = self.uni_next[t]
+        ahead = self.ahead.data
+        self.split_sweeps += 1
+        for i in range(split.n_loop):
+            words[i] |= split.loop_p[i]
+        self.cur = split.trie
+        stack.size = 0
+        lo, hi = self.cur.nodes[0].child_lo, self.cur.nodes[0].child_hi
+        for node in range(lo, hi):
+            code = self.seed(node, ahead[self.cur.byte_p[node]], words, stack)
+            if code < 0:
+                break
+        if code >= 0:
+            code = self.walk(words, stack)
+        self.cur = self.main
+        return code
+
+    cdef int step_flags(self, int32_t s, uint8_t* flags) noexcept nogil:
+        """In ``flags[0..255]`` the bytes of ``s``'s uniform step and in ``flags[256]`` whether
+        whole multi-byte characters take it too: 1 when the step is wide enough for a loop
+        split (``split_bits``), 0 when not, or an error code."""
+        cdef int32_t t = self.uniform(s)
+        cdef int b
+        if t < 0:
+            return t if t < DEAD else 0
+        if popcount(self.uni_words[2 * s]) + popcount(self.uni_words[2 * s + 1]) < self.split_bits:
+            return 0
+        for b in range(256):
+            flags[b] = self.trans[s * self.n_classes + self.byte_class[b]] == t
+        flags[256] = self.chars_uniform(s, flags)
+        return 1
+
+    cdef int same_step(self, int32_t s, int32_t t) noexcept nogil:
+        """Whether ``t``'s uniform step is taken on the same bytes (and whole characters) as
+        ``s``'s (1 yes, 0 no, or an error code)."""
+        cdef int c, b
+        cdef uint8_t ok[256]
+        cdef int32_t next_s = self.uni_next[s], next_t = self.uniform(t)
+        cdef int32_t* row_s = self.trans + s * self.n_classes
+        cdef int32_t* row_t = self.trans + t * self.n_classes
+        if next_t < DEAD:
+            return next_t
+        if next_t == DEAD:
+            return 0
+        for c in range(self.n_classes):
+            if (row_s[c] == next_s) != (row_t[c] == next_t):
+                return 0
+        for b in range(256):
+            ok[b] = row_s[self.byte_class[b]] == next_s
+        return self.chars_uniform(s, ok) <= self.chars_uniform(t, ok)
+
+    cdef int32_t seed(self, int32_t node, int32_t s, uint32_t* words, IVec* stack) noexcept nogil:
+        """Start the walk at ``node``, reached alive in run state ``s``: its subtree taken whole
+        when settled, else the node put on ``stack``."""
+        cdef int done = self.settled(node, s)
+        if done < 0:
+            return done
+        if done:
+            self.accept_below(words, node)
+            return 0
+        if ivec_push(stack, node) or ivec_push(stack, s):
+            return ERR_SIZE
+        return 0
+
+    cdef int32_t walk(self, uint32_t* words, IVec* stack) noexcept nogil:
+        """Walk ``cur`` depth first from the (node, run state) pairs on ``stack``.
 
         A node is expanded in one of two modes. Collecting (the default), each alive child's
         exact tokens are set and so is a settled child's subtree. Pruning (entered at a node
@@ -828,18 +992,11 @@ cdef class Pushdown:
         cdef int32_t node, s, child, t, c, lo, hi, big
         cdef int done
         cdef bint pruning
-        cdef Py_ssize_t i, n_words = self.t_below_words.shape[1]
+        cdef Py_ssize_t i, n_words = self.cur.n_words
         cdef const uint32_t* row
         cdef const Node* rec
-        stack.size = 0
-        done = self.settled(0, start)
-        if done < 0:
-            return done
-        if done:
-            self.accept_below(words, 0)
-            return 0
-        if ivec_push(stack, 0) or ivec_push(stack, start):
-            return ERR_SIZE
+        cdef const Node* nodes = self.cur.nodes
+        cdef const uint8_t* byte_p = self.cur.byte_p
         while stack.size:
             stack.size -= 2
             node = stack.data[stack.size]
@@ -852,24 +1009,24 @@ cdef class Pushdown:
             if self.visits[s] == self.probe_at:
                 self.probes += 1
                 self.probe(s)
-            big = self.nodes[node].below_index
+            big = nodes[node].below_index
             if not pruning and big >= 0 and self.wide(s):
-                row = &self.t_below_words[big, 0]
+                row = self.cur.below + big * n_words
                 for i in range(n_words):
                     words[i] |= row[i]
                 pruning = 1
-            lo = self.nodes[node].child_lo
-            hi = self.nodes[node].child_hi
+            lo = nodes[node].child_lo
+            hi = nodes[node].child_hi
             if ivec_reserve(stack, stack.size + 2 * (hi - lo)):
                 return ERR_SIZE
             for child in range(lo, hi):
-                c = self.class_p[self.byte_p[child]]
+                c = self.class_p[byte_p[child]]
                 t = self.trans[s * self.n_classes + c]
                 if t == UNKNOWN:
                     t = self.fill(s, c)
                     if t < DEAD:
                         return t
-                rec = &self.nodes[child]
+                rec = &nodes[child]
                 if t < 0:
                     if pruning:
                         self.reject(words, rec.row_lo, rec.row_hi)
@@ -948,6 +1105,11 @@ cdef class Pushdown:
         Past ``max_bytes`` of tables, they are emptied and freed first. Returns 0, or
         ERR_STACKS / ERR_SIZE (``words`` partial).
 
+        Where the state's uniform step keeps at least ``split_bits`` of the 128 loop bits (and
+        the vocabulary's root has mask words), the sweep goes through the vocabulary split by
+        that step's bytes: ``split_of(flags, utf8)`` (256 byte flags, whole characters or not)
+        gives the arrays of a :class:`Split`, or None, once per loop set.
+
         With ``frames`` > 0, only each stack's top ``frames`` frames are read, and a stack cut
         there stands on one opaque frame: the mask is then that of every state whose stacks
         agree on those frames, unless some token's bytes would pop into the opaque frame, which
@@ -957,8 +1119,12 @@ cdef class Pushdown:
         cdef object top
         cdef int32_t code
         cdef bint any_cut = 0
-        if words.shape[0] * 32 <= self.max_id:
-            raise ValueError(f"{words.shape[0]} mask words cannot hold token id {self.max_id}")
+        cdef uint8_t flags[257]
+        cdef int found = 0
+        cdef Split split = None
+        if words.shape[0] * 32 <= self.max_id or words.shape[0] < self.main.n_words:
+            raise ValueError(f"{words.shape[0]} mask words cannot hold token id {self.max_id} "
+                             f"({self.main.n_words} words)")
         if not n_heads:
             return 0
         self.chain.size = self.chain_off.size = self.chain_cut.size = 0
@@ -997,9 +1163,33 @@ cdef class Pushdown:
                     code = 0
             if code == 0:
                 code = self.state_of(self.chain.data, self.chain_off.data, self.chain_cut.data, n_heads, accepting)
-            if code >= 0:
+            if code >= 0 and self.split_of is not None and self.main.nodes[0].below_index >= 0:
+                found = self.step_flags(code, flags)
+        if found < 0:
+            return found
+        if found:
+            split = self._split(flags)
+        with nogil:
+            if code >= 0 and split is not None:
+                code = self.split_sweep(code, &split.data, &words[0], &self.stack)
+            elif code >= 0:
                 code = self.sweep(code, &words[0], &self.stack)
         return code
+
+    cdef Split _split(self, uint8_t* flags):
+        """The loop split by the step ``flags`` (see step_flags()), None where not worth one."""
+        cdef bytes key = flags[:257]
+        cdef Split split
+        if key in self.splits:
+            return self.splits[key]
+        arrays = self.split_of(key[:256], key[256] != 0)
+        split = None if arrays is None else Split(*arrays)
+        if split is not None and (split.max_id > self.max_id or split.data.n_loop != self.main.n_words):
+            raise ValueError("a loop split must come from the vocabulary of the trie")
+        if len(self.splits) >= MAX_SPLITS:
+            self.splits.clear()
+        self.splits[key] = split
+        return split
 
     cdef Py_ssize_t nbytes_now(self) noexcept nogil:
         return self.n_frames * 12 + self.n_runs * (4 * self.n_classes + 68) + self.rs_heads.size * 4

@@ -92,7 +92,7 @@ class CompiledGrammar:
         self._tops: BoundedCache[tuple[tuple[int, ...], bool, bool], np.ndarray | None] = BoundedCache(
             max_entries=TOP_CACHE_ENTRIES, max_bytes=TOP_CACHE_BYTES, weigh=_top_bytes)
         self._trie = token_trie(vocabulary)
-        self._runner = StackRunner(self.rules, self._trie, vocabulary.text_ids, self.n_words)
+        self._runner = StackRunner(self.rules, vocabulary, self._trie, self.n_words)
         self._completion_costs: list[float] | None = None  # filled on first use (threads may race: same result)
         self._spellable = spellable_bytes(vocabulary.byte_matrix, vocabulary.lengths)
 

@@ -18,7 +18,8 @@ from structspec.errors import GrammarError
 from structspec.grammar.parse_state import MAX_STACKS, ParseState, StackLimitError
 from structspec.grammar.ruleset import NO_MOVE, RuleSet
 from structspec.grammar.utf8 import utf8_sequences
-from structspec.tokens.trie import TokenTrie
+from structspec.tokens.trie import LoopSplit, TokenTrie, loop_split
+from structspec.tokens.vocabulary import Vocabulary
 
 try:
     from structspec.masks._sweep import Pushdown
@@ -31,6 +32,8 @@ except ImportError as exc:  # a source checkout that was never built
 PROBE_AT = 256  # expansions of a run state after which its loop set is probed
 CHAINS_AFTER = 8  # expansions of a run state after which its counted chain is tried
 CHAIN_HEIGHT = 32  # subtrees taller than this are expanded rather than checked along a chain
+SPLIT_BITS = 64  # loop bits (of 128) of a state's uniform step from which its sweep reads a loop split
+SPLIT_STEPS = 16  # loop units a split reads before a rest (see structspec.tokens.trie.LoopSplit)
 TABLE_BYTES = 8 << 20  # filled tables per runner past which they are freed before the next mask (docs/masks.md)
 MAX_FRAMES = 1 << 22  # interned stack frames within one mask (E108 beyond)
 MAX_RUN_STATES = 1 << 19  # run states within one mask (E108 beyond)
@@ -40,11 +43,18 @@ ERR_STACKS, ERR_SIZE, ESCAPE = -3, -4, -5  # the core's error codes, and a cut s
 class StackRunner:
     """A lazily built DFA over parse states for one rule set and one token trie."""
 
-    def __init__(self, rules: RuleSet, trie: TokenTrie, row_ids: np.ndarray, n_words: int) -> None:
+    def __init__(self, rules: RuleSet, vocab: Vocabulary, trie: TokenTrie, n_words: int) -> None:
         self.n_words = n_words
         self._lock = threading.Lock()
-        self._native = Pushdown(*_rule_arrays(rules), *_trie_arrays(trie), np.ascontiguousarray(row_ids, np.int32),
-                                MAX_FRAMES, MAX_RUN_STATES, MAX_STACKS, PROBE_AT, CHAINS_AFTER, CHAIN_HEIGHT)
+        steps = SPLIT_STEPS
+
+        def split_of(loops: bytes, utf8: bool) -> tuple[np.ndarray | int, ...] | None:
+            split = loop_split(vocab, loops, utf8, steps)
+            return None if split is None else _split_arrays(split)
+
+        self._native = Pushdown(*_rule_arrays(rules), *_trie_arrays(trie),
+                                np.ascontiguousarray(vocab.text_ids, np.int32), MAX_FRAMES, MAX_RUN_STATES, MAX_STACKS,
+                                PROBE_AT, CHAINS_AFTER, CHAIN_HEIGHT, split_of, SPLIT_BITS)
 
     @property
     def nbytes(self) -> int:
@@ -111,3 +121,7 @@ def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
 
 def _trie_arrays(trie: TokenTrie) -> tuple[np.ndarray, ...]:
     return trie.nodes, trie.byte, trie.below_words
+
+
+def _split_arrays(split: LoopSplit) -> tuple[np.ndarray | int, ...]:
+    return split.loop_words, split.rests.nodes, split.rests.byte, split.rests.below_words, split.rest_ids, split.steps

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from structspec.lru import BoundedCache
+from structspec.lru import MISSING, BoundedCache
+from structspec.tokens._trie import rest_rows, trie_nodes, unit_rows
 from structspec.tokens.vocabulary import Vocabulary
 
 NODE = np.dtype([("child_lo", np.int32), ("child_hi", np.int32), ("row_lo", np.int32), ("end_hi", np.int32),
@@ -47,6 +48,7 @@ class TokenTrie:
     below_words: np.ndarray  # uint32 [big nodes, ceil(vocab size / 32)]: token ids strictly below
     n_rows: int
     nodes: np.ndarray  # NODE [nodes]: the fields above, record by record
+    levels: np.ndarray  # int64 [depths + 1]: the first node of each depth, then the node count
 
 
 TRIE_CACHE_ENTRIES = 8  # vocabularies whose tries are kept (with the vocabularies themselves)
@@ -55,7 +57,7 @@ TRIE_CACHE_BYTES = 512 << 20
 
 def _trie_bytes(vocab: Vocabulary, trie: TokenTrie) -> int:
     """The trie's arrays plus the vocabulary's, which the cache keeps alive as its key."""
-    arrays = (trie.nodes, trie.byte, trie.below_words,  # the other per-node arrays are views of ``nodes``
+    arrays = (trie.nodes, trie.byte, trie.below_words, trie.levels,  # the other per-node arrays are views of ``nodes``
               vocab.byte_matrix, vocab.lengths, vocab.lcp, vocab.text_ids)
     return sum(a.nbytes for a in arrays) + 64 * vocab.size  # the token byte strings
 
@@ -70,58 +72,16 @@ def token_trie(vocab: Vocabulary) -> TokenTrie:
     stays among the recently used)."""
     trie = _TRIES.get(vocab, None)
     if trie is None:
-        trie = _TRIES.put(vocab, _build(vocab))
+        trie = _TRIES.put(vocab, _build(vocab.byte_matrix, vocab.lengths, vocab.text_ids, vocab.size))
     return trie
 
 
-def _build(vocab: Vocabulary) -> TokenTrie:
-    lengths, lcp, matrix = vocab.lengths, vocab.lcp, vocab.byte_matrix
-    n = len(lengths)
-    width = int(lengths.max(initial=0))
-    ends_before = np.zeros(n + 1, dtype=np.int64)
-    levels: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # row_lo, end_hi, row_hi, byte
-    for depth in range(1, width + 1):
-        breaks = np.flatnonzero(lcp < depth)
-        starts = breaks[lengths[breaks] >= depth]
-        bounds = np.append(breaks, n)
-        row_hi = bounds[np.searchsorted(bounds, starts, side="right")]
-        np.cumsum(lengths == depth, out=ends_before[1:])
-        end_hi = starts + (ends_before[row_hi] - ends_before[starts])
-        levels.append((starts, end_hi, row_hi, matrix[starts, depth - 1]))
-    sizes = [1] + [len(level[0]) for level in levels]
-    first_id = np.cumsum([0, *sizes])
-    total = int(first_id[-1])
-    byte = np.zeros(total, dtype=np.uint8)
-    row_lo = np.zeros(total, dtype=np.int32)
-    end_hi = np.zeros(total, dtype=np.int32)
-    row_hi = np.full(total, n, dtype=np.int32)
-    child_lo = np.zeros(total, dtype=np.int32)
-    child_hi = np.zeros(total, dtype=np.int32)
-    parents = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.full(1, n, np.int64))  # the root
-    for d, (starts, ends, his, last) in enumerate(levels, start=1):
-        at = slice(first_id[d], first_id[d + 1])
-        byte[at], row_lo[at], end_hi[at], row_hi[at] = last, starts, ends, his
-        parent_lo, _, parent_hi = parents
-        lo = np.searchsorted(starts, parent_lo, side="left")
-        hi = np.searchsorted(starts, parent_hi, side="left")
-        child_lo[first_id[d - 1] : first_id[d]] = first_id[d] + lo
-        child_hi[first_id[d - 1] : first_id[d]] = first_id[d] + hi
-        parents = (starts, ends, his)
-    child_lo[first_id[-2] : first_id[-1]] = child_hi[first_id[-2] : first_id[-1]] = total
-    rest = _rest_sets(byte, child_lo, child_hi, first_id)
-    malformed = ~_well_formed_suffixes(matrix, lengths)
-    for d in range(len(first_id) - 1):  # a node whose rows below do not all continue well-formed
-        level = slice(first_id[d], first_id[d + 1])
-        bad_before = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(malformed[:, d], out=bad_before[1:])
-        rest[level][bad_before[row_hi[level]] > bad_before[end_hi[level]], 0] |= np.uint64(1)
-    height = np.zeros(total, dtype=np.int32)
-    for d in range(len(first_id) - 1):  # every row at least d bytes long is below a node of depth d
-        level = slice(first_id[d], first_id[d + 1])
-        if n:
-            height[level] = np.maximum.reduceat(lengths, row_lo[level]) - d
-    below_index, below_words = _big_subtrees(vocab, end_hi, row_hi)
-    nodes = np.zeros(total, dtype=NODE)
+def _build(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray, size: int) -> TokenTrie:
+    """The trie of the byte-sorted rows ``matrix`` (``lengths`` bytes each), row ``i`` standing
+    for token ``ids[i]`` of ``size`` (the nodes are numbered in C, ``_trie.trie_nodes``)."""
+    byte, child_lo, child_hi, row_lo, end_hi, row_hi, rest, height, levels = trie_nodes(matrix, lengths)
+    below_index, below_words = _big_subtrees(ids, size, end_hi, row_hi)
+    nodes = np.zeros(len(byte), dtype=NODE)
     fields = {"byte": byte, "child_lo": child_lo, "child_hi": child_hi, "row_lo": row_lo, "end_hi": end_hi,
               "row_hi": row_hi, "rest": rest, "height": height, "below_index": below_index}
     for name, values in fields.items():
@@ -130,77 +90,96 @@ def _build(vocab: Vocabulary) -> TokenTrie:
     views = {name: nodes[name] for name in fields}
     views["byte"] = byte  # uint8, kept apart
     views["rest_sets"] = views.pop("rest")
-    return TokenTrie(**views, below_words=below_words, n_rows=n, nodes=nodes)
+    return TokenTrie(**views, below_words=below_words, n_rows=len(lengths), nodes=nodes, levels=levels)
+
+
+SPLIT_STEPS = 16  # loop units after which a token's rest is walked from the state that many steps ahead
+
+
+@dataclass(frozen=True)
+class LoopSplit:
+    """A vocabulary split by one *loop set*: the bytes (and, with ``utf8``, the whole multi-byte
+    characters) each of which takes a run state one *step* along its loop or counted chain. A
+    token is read as such units up to its first other byte, or up to ``steps`` units: a token
+    of at most ``steps`` units is consumed alive from any state whose chain stays on the loop
+    set that long, and any other token needs walking only from there on (from the state as
+    many steps ahead), in a trie much smaller than the vocabulary's (inside a JSON string: the
+    tokens with a quote, a backslash or a control byte, and the few longer than ``steps``)."""
+
+    loop_words: np.ndarray  # uint32 [ceil(vocab size / 32)]: the tokens of at most ``steps`` loop units
+    rests: TokenTrie  # the other tokens: a first byte j (the units before the rest), then the rest's bytes
+    rest_ids: np.ndarray  # int32: row of ``rests`` -> token id
+    steps: int  # the most units before a rest or in a token of ``loop_words``: the chain must stay that long
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the split's arrays."""
+        r = self.rests
+        return (self.loop_words.nbytes + r.nodes.nbytes + r.byte.nbytes + r.below_words.nbytes + r.levels.nbytes
+                + self.rest_ids.nbytes)
+
+
+SPLIT_SHARE = 4  # no split where more than the text tokens / SPLIT_SHARE have a rest (not much smaller)
+SPLIT_CACHE_ENTRIES = 32  # loop splits kept over all vocabularies
+SPLIT_CACHE_BYTES = 128 << 20
+
+_SPLITS: BoundedCache[tuple[Vocabulary, bytes, bool, int], LoopSplit | None] = BoundedCache(
+    max_entries=SPLIT_CACHE_ENTRIES, max_bytes=SPLIT_CACHE_BYTES,
+    weigh=lambda _key, split: 64 if split is None else split.nbytes)
+
+
+def loop_split(vocab: Vocabulary, loops: bytes, utf8: bool, steps: int = SPLIT_STEPS) -> LoopSplit | None:
+    """The :class:`LoopSplit` of ``vocab`` by the bytes ``b`` with ``loops[b]`` nonzero (256
+    flags) and, with ``utf8``, every well-formed multi-byte character, reading at most ``steps``
+    units (1..255) before a rest; None where too many tokens would have a rest (built once per
+    vocabulary and loop set while it stays among the recently used)."""
+    if len(loops) != 256:
+        raise ValueError(f"a loop set is 256 byte flags, got {len(loops)}")
+    if not 1 <= steps <= 255:
+        raise ValueError(f"a loop split reads 1..255 units, not {steps}")
+    flags = np.frombuffer(loops, np.uint8) != 0
+    key = (vocab, flags.astype(np.uint8).tobytes(), bool(utf8), steps)
+    split = _SPLITS.get(key)
+    if split is MISSING:
+        split = _SPLITS.put(key, _split(vocab, flags, bool(utf8), steps))
+    return split
+
+
+def _split(vocab: Vocabulary, flags: np.ndarray, utf8: bool, steps: int) -> LoopSplit | None:
+    """Each row read as loop units (``_trie.unit_rows``), then the rows with a rest grouped
+    by the units before it and sorted by the rest; None past ``SPLIT_SHARE``."""
+    offsets, units = unit_rows(vocab.byte_matrix, vocab.lengths, flags, utf8, steps)
+    looping = offsets < 0
+    rows = np.flatnonzero(~looping)
+    if len(rows) * SPLIT_SHARE > len(vocab.text_ids):
+        return None
+    bits = np.zeros((vocab.size + 31) // 32 * 32, dtype=bool)
+    bits[vocab.text_ids[looping]] = True
+    loop_words = np.packbits(bits, bitorder="little").view(np.uint32)
+    matrix, lengths = rest_rows(vocab.byte_matrix, vocab.lengths, rows, offsets[rows], units[rows])
+    width = matrix.shape[1]
+    key = np.zeros((len(rows), width + 2), np.uint8)  # the rest's bytes, then its length: sorts as bytes do
+    key[:, :width] = matrix
+    key[:, width], key[:, width + 1] = lengths >> 8, lengths & 255
+    order = np.argsort(key.view(f"V{width + 2}").ravel(), kind="stable")
+    ids = np.ascontiguousarray(vocab.text_ids[rows[order]], np.int32)
+    rests = _build(matrix[order], lengths[order], ids, vocab.size)
+    return LoopSplit(loop_words=loop_words, rests=rests, rest_ids=ids, steps=int(units.max(initial=0)))
 
 
 BIG_SUBTREE = 512  # tokens strictly below a node from which its mask words are kept
 
 
-def _big_subtrees(vocab: Vocabulary, end_hi: np.ndarray, row_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _big_subtrees(ids: np.ndarray, size: int, end_hi: np.ndarray, row_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The packed mask words of the tokens below each node with at least ``BIG_SUBTREE`` of
     them: a sweep accepting such a subtree ORs its words instead of setting each token's bit
     (there are a few dozen such nodes, and they hold most of the vocabulary)."""
     big = np.flatnonzero(row_hi - end_hi >= BIG_SUBTREE)
     index = np.full(len(end_hi), -1, dtype=np.int32)
     index[big] = np.arange(len(big), dtype=np.int32)
-    n_words = (vocab.size + 31) // 32
+    n_words = (size + 31) // 32
     bits = np.zeros((len(big), n_words * 32), dtype=bool)
     for row, node in enumerate(big.tolist()):
-        bits[row, vocab.text_ids[end_hi[node] : row_hi[node]]] = True
+        bits[row, ids[end_hi[node] : row_hi[node]]] = True
     words = np.packbits(bits, axis=1, bitorder="little").view(np.uint32).reshape(len(big), n_words)
     return index, np.ascontiguousarray(words)
-
-
-def _rest_sets(byte: np.ndarray, child_lo: np.ndarray, child_hi: np.ndarray, first_id: np.ndarray) -> np.ndarray:
-    """Bottom-up, one level at a time: a node's rest set is the union over its children of
-    their own byte and their rest set (``reduceat`` over each parent's contiguous children)."""
-    rest = np.zeros((len(byte), 2), dtype=np.uint64)
-    own = _byte_words(byte)
-    for d in range(len(first_id) - 3, -1, -1):
-        level = np.arange(first_id[d], first_id[d + 1])
-        parents = level[child_hi[level] > child_lo[level]]
-        if not len(parents):
-            continue
-        lo, hi = int(first_id[d + 1]), int(first_id[d + 2])
-        values = own[lo:hi] | rest[lo:hi]
-        rest[parents] = np.bitwise_or.reduceat(values, child_lo[parents] - lo, axis=0)
-    return rest
-
-
-_SECOND_LO = np.full(256, 0x80, dtype=np.uint8)
-_SECOND_HI = np.full(256, 0xBF, dtype=np.uint8)
-_SECOND_LO[0xE0], _SECOND_HI[0xED], _SECOND_LO[0xF0], _SECOND_HI[0xF4] = 0xA0, 0x9F, 0x90, 0x8F
-_CHAR_LENGTH = np.zeros(256, dtype=np.int8)  # 0: a byte no character starts with
-_CHAR_LENGTH[:0x80], _CHAR_LENGTH[0xC2:0xE0], _CHAR_LENGTH[0xE0:0xF0], _CHAR_LENGTH[0xF0:0xF5] = 1, 2, 3, 4
-
-
-def _well_formed_suffixes(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Bool ``[rows, width + 1]``: whether each row's bytes from offset ``o`` on are whole
-    well-formed UTF-8 characters (the Unicode table: no overlong forms, no surrogates, nothing
-    past U+10FFFF), the last one possibly cut by the end of the token."""
-    n, width = matrix.shape
-    padded = np.zeros((n, width + 3), dtype=np.uint8)
-    padded[:, :width] = matrix
-    ok = np.ones((n, width + 4), dtype=bool)  # offsets at or past the end: the empty rest
-    for o in range(width - 1, -1, -1):
-        live = np.flatnonzero(lengths > o)
-        b = padded[live, o]
-        size = _CHAR_LENGTH[b]
-        has = [lengths[live] > o + k for k in (1, 2, 3)]
-        second = padded[live, o + 1]
-        good = np.where(has[0], (second >= _SECOND_LO[b]) & (second <= _SECOND_HI[b]), True)
-        for k in (2, 3):
-            cont = (padded[live, o + k] & 0xC0) == 0x80
-            good &= np.where((size > k) & has[k - 1], cont, True)
-        rest_ok = ok[live, np.minimum(o + size.astype(np.int64), o + 4)]
-        ok[live, o] = (size > 0) & np.where(size > 1, good, True) & rest_ok
-    return ok[:, : width + 1]
-
-
-def _byte_words(values: np.ndarray) -> np.ndarray:
-    bits = np.where(values < 128, values, 127).astype(np.uint64)
-    words = np.zeros((len(values), 2), dtype=np.uint64)
-    low = bits < 64
-    words[low, 0] = np.left_shift(np.uint64(1), bits[low])
-    words[~low, 1] = np.left_shift(np.uint64(1), bits[~low] - np.uint64(64))
-    return words

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from test_masks import _byte_vocabularies, _grammars, _random_walk, _sub_vocab
+from test_masks import _byte_vocabularies, _grammars, _random_walk, _sub_vocab, _tokenizer
 
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary
@@ -137,6 +137,91 @@ def test_counted_strings_are_exact_on_every_token_of_a_dense_vocabulary(monkeypa
     vocab = Vocabulary.from_token_bytes([*tokens, None], eos_ids=[len(tokens)])
     gbnf = f'root ::= "\\"" [abé]{{{low},{high}}} "\\""'
     assert _exhaustive(structspec.compile(Grammar.from_gbnf(gbnf), vocab), 3) >= 2
+
+
+# -- sweeps through a loop split -----------------------------------------------------------------
+
+
+@pytest.fixture(params=[1, 3])
+def split_everywhere(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """Sweep every state with a uniform step through a loop split (however narrow the step,
+    however few tokens it spares), reading ``request.param`` units before a rest, and keep
+    mask words for every subtree (so the split is asked for at every root)."""
+    monkeypatch.setattr(mask_runner, "SPLIT_BITS", 0)
+    monkeypatch.setattr(mask_runner, "SPLIT_STEPS", request.param)
+    monkeypatch.setattr(token_tries, "SPLIT_SHARE", 0)
+    monkeypatch.setattr(token_tries, "BIG_SUBTREE", 1)
+    token_tries._TRIES.clear()
+    token_tries._SPLITS.clear()
+    yield
+    token_tries._TRIES.clear()
+    token_tries._SPLITS.clear()
+
+
+@SETTINGS
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16))
+def test_random_grammars_through_loop_splits_are_exact(split_everywhere: None, gbnf: str, vocab: Vocabulary,
+                                                        seed: int) -> None:
+    _random_walk(structspec.compile(_parsed(gbnf), vocab), seed, 8)
+
+
+@SETTINGS
+@given(gbnf=_counted_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16), chains=st.booleans())
+def test_counted_repetitions_through_loop_splits_are_exact(split_everywhere: None, monkeypatch: pytest.MonkeyPatch,
+                                                           gbnf: str, vocab: Vocabulary, seed: int,
+                                                           chains: bool) -> None:
+    if chains:
+        monkeypatch.setattr(mask_runner, "CHAINS_AFTER", 0)
+    compiled = structspec.compile(_parsed(gbnf), vocab)
+    _random_walk(compiled, seed, 12)
+
+
+@pytest.mark.parametrize(("low", "high"), [(0, 3), (2, 2), (1, 4), (3, 6), (0, 40)])
+def test_counted_strings_through_loop_splits_are_exact_on_every_token(split_everywhere: None, low: int,
+                                                                      high: int) -> None:
+    """The dense vocabulary above: every position of a counted string, each token checked,
+    and the split taken wherever the count leaves room for its steps."""
+    import itertools
+
+    tokens = [b"".join(p) for n in range(1, 7) for p in itertools.product([b"a", b"b"], repeat=n)]
+    tokens += [b'"', "é".encode(), b"\xc3", "aé".encode(), b'a"', b'ab"', b'"a', "éé\"".encode(), b"\x00a"]
+    vocab = Vocabulary.from_token_bytes([*tokens, None], eos_ids=[len(tokens)])
+    compiled = structspec.compile(Grammar.from_gbnf(f'root ::= "\\"" [abé]{{{low},{high}}} "\\"" "a"?'), vocab)
+    assert _exhaustive(compiled, 4) >= 2
+    assert compiled._runner._native.split_sweeps > 0
+
+
+@pytest.mark.parametrize("max_length", [3, 40, 300])
+def test_strings_through_loop_splits_are_exact_on_real_tokens(split_everywhere: None, max_length: int) -> None:
+    vocab, _ = _sub_vocab("llama3")
+    schema = {"type": "object", "properties": {"s": {"type": "string", "minLength": 2, "maxLength": max_length},
+                                                "t": {"type": "array", "items": {"type": "string"}}}}
+    compiled = structspec.compile(Grammar.from_json_schema(schema), vocab)
+    for seed in range(3):
+        _random_walk(compiled, seed, 30)
+    assert compiled._runner._native.split_sweeps > 0
+
+
+def test_json_strings_take_the_split_at_its_default_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Llama-3's tokens inside an unbounded and a counted JSON string: the sweep goes through
+    the split, and the masks equal those swept without it (and brute force at the first)."""
+    _, vocab = _tokenizer("llama3")
+    schema = {"type": "object", "properties": {"s": {"type": "string"}, "t": {"type": "string", "maxLength": 60}},
+              "required": ["s", "t"]}
+    grammar = Grammar.from_json_schema(schema)
+    split = structspec.compile(grammar, vocab)
+    monkeypatch.setattr(mask_runner, "SPLIT_BITS", 129)  # no step is that wide: never split
+    whole = mask_runner.StackRunner(split.rules, vocab, token_tries.token_trie(vocab), split.n_words)
+    matcher = split.matcher()
+    text = '{"s":"tell me, \\"why\\"?\\n","t":"caf\u00e9 au lait, \\u00e9t\u00e9 "}'.encode()
+    for k, token in enumerate(vocab.encode_bytes(text)[:-1]):
+        words = split._runner.mask(matcher.state)
+        assert np.array_equal(words, whole.mask(matcher.state)), matcher.state
+        if k == 3:
+            allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: vocab.size])
+            assert allowed.tolist() == [t for t in range(vocab.size) if matcher.copy().accept_token(t)]
+        assert matcher.accept_token(token)
+    assert split._runner._native.split_sweeps >= 2 and whole._native.split_sweeps == 0
 
 
 # -- masks from the top frames of the stacks ------------------------------------------------------
