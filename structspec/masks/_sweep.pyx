@@ -188,6 +188,7 @@ cdef class Pushdown:
     cdef object split_of  # see mask()
     cdef dict splits  # loop set -> Split (or None: not worth one), asked of split_of once
     cdef readonly int split_bits  # loop bits (of 128) from which a state's sweep reads a loop split
+    cdef readonly int split_steps  # the units a loop split reads before a rest, at most
     cdef const uint8_t[::1] t_byte  # each node's last byte, dense: a sweep reads a node's children's bytes together
     cdef Py_ssize_t n_nodes
     cdef const uint32_t[:, ::1] t_below_words
@@ -252,7 +253,8 @@ cdef class Pushdown:
 
     def __init__(self, move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
                  multi_seq, multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
-                 int probe_at=256, int chains_after=8, int chain_height=32, split_of=None, int split_bits=64):
+                 int probe_at=256, int chains_after=8, int chain_height=32, split_of=None, int split_bits=64,
+                 int split_steps=16):
         self._keep = (move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain, multi_seq,
                       multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids)
         self.move_rows = move_rows
@@ -287,6 +289,9 @@ cdef class Pushdown:
         self.split_of = split_of
         self.splits = {}
         self.split_bits = split_bits
+        self.split_steps = split_steps
+        if not 0 <= split_steps < 256:
+            raise ValueError(f"a loop split reads 0..255 units, not {split_steps}")
         self.n_states = move_row.shape[0]
         self.max_id = max_of(self.row_ids)
         self.probe_at = probe_at
@@ -897,28 +902,31 @@ cdef class Pushdown:
         code = self.seed(0, start, words, stack)
         return code if code < 0 else self.walk(words, stack)
 
-    cdef int32_t split_sweep(self, int32_t start, const SplitData* split, uint32_t* words, IVec* stack) noexcept nogil:
-        """``sweep`` through ``split`` (a split by the loop set of ``start``'s uniform step):
-        the tokens of at most ``split.steps`` loop units are taken in one OR, and the rests of
-        the others are walked, each from the state as many units ahead on the chain. Falls back
-        to ``sweep`` where the chain takes another step before ``split.steps`` steps."""
-        cdef int32_t code, t, j, node, lo, hi
-        cdef int32_t* ahead
-        cdef Py_ssize_t i
+    cdef int chain_ahead(self, int32_t start, int32_t steps) noexcept nogil:
+        """In ``ahead`` the states ``steps`` uniform steps from ``start`` take, one by one, when
+        each of them takes at least the bytes (and whole characters) of ``start``'s step to
+        the next (1), else 0, or an error code."""
+        cdef int32_t t = start, j
         cdef int same
-        self.ahead.size = 0  # the chain's states, step by step
-        t = start
-        for j in range(split.steps + 1):
-            if 0 < j < split.steps:
+        self.ahead.size = 0
+        for j in range(steps + 1):
+            if 0 < j < steps:
                 same = self.same_step(start, t)
-                if same < 0:
+                if same <= 0:
                     return same
-                if not same:
-                    return self.sweep(start, words, stack)
             if ivec_push(&self.ahead, t):
                 return ERR_SIZE
             t = self.uni_next[t]
-        ahead = self.ahead.data
+        return 1
+
+    cdef int32_t split_sweep(self, const SplitData* split, uint32_t* words, IVec* stack) noexcept nogil:
+        """``sweep`` from ``ahead[0]`` through ``split`` (a split by that state's uniform step,
+        whose chain ``ahead`` holds, see chain_ahead()): the tokens of at most ``split.steps``
+        loop units are taken in one OR, and the rests of the others are walked, each from the
+        state as many units ahead on the chain."""
+        cdef int32_t code = 0, node, lo, hi
+        cdef int32_t* ahead = self.ahead.data
+        cdef Py_ssize_t i
         self.split_sweeps += 1
         for i in range(split.n_loop):
             words[i] |= split.loop_p[i]
@@ -950,8 +958,8 @@ cdef class Pushdown:
         return 1
 
     cdef int same_step(self, int32_t s, int32_t t) noexcept nogil:
-        """Whether ``t``'s uniform step is taken on the same bytes (and whole characters) as
-        ``s``'s (1 yes, 0 no, or an error code)."""
+        """Whether ``t``'s uniform step is taken on (at least) the bytes and whole characters
+        of ``s``'s (1 yes, 0 no, or an error code)."""
         cdef int c, b
         cdef uint8_t ok[256]
         cdef int32_t next_s = self.uni_next[s], next_t = self.uniform(t)
@@ -962,7 +970,7 @@ cdef class Pushdown:
         if next_t == DEAD:
             return 0
         for c in range(self.n_classes):
-            if (row_s[c] == next_s) != (row_t[c] == next_t):
+            if row_s[c] == next_s and row_t[c] != next_t:
                 return 0
         for b in range(256):
             ok[b] = row_s[self.byte_class[b]] == next_s
@@ -1106,9 +1114,10 @@ cdef class Pushdown:
         ERR_STACKS / ERR_SIZE (``words`` partial).
 
         Where the state's uniform step keeps at least ``split_bits`` of the 128 loop bits (and
-        the vocabulary's root has mask words), the sweep goes through the vocabulary split by
-        that step's bytes: ``split_of(flags, utf8)`` (256 byte flags, whole characters or not)
-        gives the arrays of a :class:`Split`, or None, once per loop set.
+        the vocabulary's root has mask words), and the states ``split_steps`` steps along it
+        take that step too, the sweep goes through the vocabulary split by the step's bytes:
+        ``split_of(flags, utf8)`` (256 byte flags, whole characters or not) gives the arrays of
+        a :class:`Split` reading at most ``split_steps`` units, or None, once per loop set.
 
         With ``frames`` > 0, only each stack's top ``frames`` frames are read, and a stack cut
         there stands on one opaque frame: the mask is then that of every state whose stacks
@@ -1165,13 +1174,15 @@ cdef class Pushdown:
                 code = self.state_of(self.chain.data, self.chain_off.data, self.chain_cut.data, n_heads, accepting)
             if code >= 0 and self.split_of is not None and self.main.nodes[0].below_index >= 0:
                 found = self.step_flags(code, flags)
+                if found > 0:
+                    found = self.chain_ahead(code, self.split_steps)
         if found < 0:
             return found
         if found:
             split = self._split(flags)
         with nogil:
             if code >= 0 and split is not None:
-                code = self.split_sweep(code, &split.data, &words[0], &self.stack)
+                code = self.split_sweep(&split.data, &words[0], &self.stack)
             elif code >= 0:
                 code = self.sweep(code, &words[0], &self.stack)
         return code
@@ -1184,7 +1195,8 @@ cdef class Pushdown:
             return self.splits[key]
         arrays = self.split_of(key[:256], key[256] != 0)
         split = None if arrays is None else Split(*arrays)
-        if split is not None and (split.max_id > self.max_id or split.data.n_loop != self.main.n_words):
+        if split is not None and (split.max_id > self.max_id or split.data.n_loop != self.main.n_words
+                                  or split.data.steps > self.split_steps):
             raise ValueError("a loop split must come from the vocabulary of the trie")
         if len(self.splits) >= MAX_SPLITS:
             self.splits.clear()

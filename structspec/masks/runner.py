@@ -54,7 +54,7 @@ class StackRunner:
 
         self._native = Pushdown(*_rule_arrays(rules), *_trie_arrays(trie),
                                 np.ascontiguousarray(vocab.text_ids, np.int32), MAX_FRAMES, MAX_RUN_STATES, MAX_STACKS,
-                                PROBE_AT, CHAINS_AFTER, CHAIN_HEIGHT, split_of, SPLIT_BITS)
+                                PROBE_AT, CHAINS_AFTER, CHAIN_HEIGHT, split_of, SPLIT_BITS, steps)
 
     @property
     def nbytes(self) -> int:

@@ -218,3 +218,51 @@ def rest_rows(matrix, lengths, rows, offsets, heads):
             for k in range(1, size[i]):
                 o[i, k] = m[which[i], at[i] + k - 1]
     return out, out_lengths
+
+
+def row_bytes(matrix, lengths):
+    """Which bytes each row of ``matrix`` contains: ASCII byte ``b`` as bit ``b`` of two
+    uint64 words per row, whether it has any byte >= 0x80 (a bool per row), and how many
+    rows contain each ASCII byte (int64, 128 counts)."""
+    matrix, lengths = _checked(matrix, lengths)
+    cdef const uint8_t[:, ::1] m = matrix
+    cdef const int32_t[::1] lens = lengths
+    sets_out = np.zeros((len(lengths), 2), np.uint64)
+    high_out = np.zeros(len(lengths), np.uint8)
+    counts_out = np.zeros(128, np.int64)
+    cdef uint64_t[:, ::1] sets = sets_out
+    cdef uint8_t[::1] high = high_out
+    cdef int64_t[::1] counts = counts_out
+    cdef Py_ssize_t r, i
+    cdef uint8_t b
+    with nogil:
+        for r in range(lens.shape[0]):
+            for i in range(lens[r]):
+                b = m[r, i]
+                if b >= 0x80:
+                    high[r] = 1
+                elif not (sets[r, b >> 6] >> (b & 63)) & 1:
+                    sets[r, b >> 6] |= (<uint64_t> 1) << (b & 63)
+                    counts[b] += 1
+    return sets_out, high_out.view(bool), counts_out
+
+
+def count_outside(row_sets, row_high, outside, bint high, Py_ssize_t limit):
+    """How many rows (see row_bytes()) contain an ASCII byte of the two words ``outside``, or
+    with ``high`` a byte >= 0x80, counted up to one past ``limit``."""
+    row_sets = np.ascontiguousarray(row_sets, np.uint64)
+    row_high = np.ascontiguousarray(row_high, np.uint8)
+    outside = np.ascontiguousarray(outside, np.uint64)
+    if row_sets.ndim != 2 or row_sets.shape[1] != 2 or len(row_high) != len(row_sets) or outside.shape != (2,):
+        raise ValueError("two words per row, one flag per row and two words outside")
+    cdef const uint64_t[:, ::1] sets = row_sets
+    cdef const uint8_t[::1] highs = row_high
+    cdef const uint64_t[::1] out = outside
+    cdef Py_ssize_t r, count = 0
+    with nogil:
+        for r in range(sets.shape[0]):
+            if (sets[r, 0] & out[0]) or (sets[r, 1] & out[1]) or (high and highs[r]):
+                count += 1
+                if count > limit:
+                    break
+    return count

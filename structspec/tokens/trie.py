@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from structspec.lru import MISSING, BoundedCache
-from structspec.tokens._trie import rest_rows, trie_nodes, unit_rows
+from structspec.tokens._trie import count_outside, rest_rows, row_bytes, trie_nodes, unit_rows
 from structspec.tokens.vocabulary import Vocabulary
 
 NODE = np.dtype([("child_lo", np.int32), ("child_hi", np.int32), ("row_lo", np.int32), ("end_hi", np.int32),
@@ -49,6 +49,9 @@ class TokenTrie:
     n_rows: int
     nodes: np.ndarray  # NODE [nodes]: the fields above, record by record
     levels: np.ndarray  # int64 [depths + 1]: the first node of each depth, then the node count
+    row_sets: np.ndarray  # uint64 [rows, 2]: the ASCII bytes of each row, bit ``b`` for byte ``b``
+    row_high: np.ndarray  # bool [rows]: whether a row has a byte >= 0x80
+    byte_counts: np.ndarray  # int64 [128]: the rows with each ASCII byte
 
 
 TRIE_CACHE_ENTRIES = 8  # vocabularies whose tries are kept (with the vocabularies themselves)
@@ -56,8 +59,9 @@ TRIE_CACHE_BYTES = 512 << 20
 
 
 def _trie_bytes(vocab: Vocabulary, trie: TokenTrie) -> int:
-    """The trie's arrays plus the vocabulary's, which the cache keeps alive as its key."""
-    arrays = (trie.nodes, trie.byte, trie.below_words, trie.levels,  # the other per-node arrays are views of ``nodes``
+    """The trie's arrays (the per-node ones but ``byte`` are views of ``nodes``) plus the
+    vocabulary's, which the cache keeps alive as its key."""
+    arrays = (trie.nodes, trie.byte, trie.below_words, trie.levels, trie.row_sets, trie.row_high, trie.byte_counts,
               vocab.byte_matrix, vocab.lengths, vocab.lcp, vocab.text_ids)
     return sum(a.nbytes for a in arrays) + 64 * vocab.size  # the token byte strings
 
@@ -90,7 +94,9 @@ def _build(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray, size: int) 
     views = {name: nodes[name] for name in fields}
     views["byte"] = byte  # uint8, kept apart
     views["rest_sets"] = views.pop("rest")
-    return TokenTrie(**views, below_words=below_words, n_rows=len(lengths), nodes=nodes, levels=levels)
+    row_sets, row_high, byte_counts = row_bytes(matrix, lengths)
+    return TokenTrie(**views, below_words=below_words, n_rows=len(lengths), nodes=nodes, levels=levels,
+                     row_sets=row_sets, row_high=row_high, byte_counts=byte_counts)
 
 
 SPLIT_STEPS = 16  # loop units after which a token's rest is walked from the state that many steps ahead
@@ -119,8 +125,8 @@ class LoopSplit:
                 + self.rest_ids.nbytes)
 
 
-SPLIT_SHARE = 4  # no split where more than the text tokens / SPLIT_SHARE have a rest (not much smaller)
-SPLIT_CACHE_ENTRIES = 32  # loop splits kept over all vocabularies
+SPLIT_SHARE = 8  # no split where more than the text tokens / SPLIT_SHARE have a rest (0: no limit)
+SPLIT_CACHE_ENTRIES = 512  # loop splits (and refusals) kept over all vocabularies
 SPLIT_CACHE_BYTES = 128 << 20
 
 _SPLITS: BoundedCache[tuple[Vocabulary, bytes, bool, int], LoopSplit | None] = BoundedCache(
@@ -141,8 +147,25 @@ def loop_split(vocab: Vocabulary, loops: bytes, utf8: bool, steps: int = SPLIT_S
     key = (vocab, flags.astype(np.uint8).tobytes(), bool(utf8), steps)
     split = _SPLITS.get(key)
     if split is MISSING:
-        split = _SPLITS.put(key, _split(vocab, flags, bool(utf8), steps))
+        split = _SPLITS.put(key, _split(vocab, flags, bool(utf8), steps) if _few_rests(vocab, flags, utf8) else None)
     return split
+
+
+def _rest_limit(vocab: Vocabulary) -> int:
+    return len(vocab.text_ids) // SPLIT_SHARE if SPLIT_SHARE else len(vocab.text_ids)
+
+
+def _few_rests(vocab: Vocabulary, flags: np.ndarray, utf8: bool) -> bool:
+    """Whether a split by ``flags`` may leave few enough rows with a rest (``SPLIT_SHARE``),
+    told cheaply from the rows sure to have one: those with an ASCII byte outside the loop
+    set, or any byte >= 0x80 when neither each such byte nor whole characters loop."""
+    trie = token_trie(vocab)
+    limit = _rest_limit(vocab)
+    high = not utf8 and not flags[0x80:].all()
+    if int(trie.byte_counts[~flags[:128]].max(initial=0)) > limit or (high and int(trie.row_high.sum()) > limit):
+        return False  # one byte outside is in too many rows
+    outside = np.packbits(~flags[:128], bitorder="little").view(np.uint64)
+    return count_outside(trie.row_sets, trie.row_high, outside, high, limit) <= limit
 
 
 def _split(vocab: Vocabulary, flags: np.ndarray, utf8: bool, steps: int) -> LoopSplit | None:
@@ -151,7 +174,7 @@ def _split(vocab: Vocabulary, flags: np.ndarray, utf8: bool, steps: int) -> Loop
     offsets, units = unit_rows(vocab.byte_matrix, vocab.lengths, flags, utf8, steps)
     looping = offsets < 0
     rows = np.flatnonzero(~looping)
-    if len(rows) * SPLIT_SHARE > len(vocab.text_ids):
+    if len(rows) > _rest_limit(vocab):
         return None
     bits = np.zeros((vocab.size + 31) // 32 * 32, dtype=bool)
     bits[vocab.text_ids[looping]] = True

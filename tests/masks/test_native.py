@@ -188,7 +188,7 @@ def test_counted_strings_through_loop_splits_are_exact_on_every_token(split_ever
     vocab = Vocabulary.from_token_bytes([*tokens, None], eos_ids=[len(tokens)])
     compiled = structspec.compile(Grammar.from_gbnf(f'root ::= "\\"" [abé]{{{low},{high}}} "\\"" "a"?'), vocab)
     assert _exhaustive(compiled, 4) >= 2
-    assert compiled._runner._native.split_sweeps > 0
+    assert compiled._runner._native.split_sweeps > 0 or high < mask_runner.SPLIT_STEPS  # too short a chain
 
 
 @pytest.mark.parametrize("max_length", [3, 40, 300])
