@@ -227,6 +227,7 @@ cdef class Pushdown:
     # scratch
     cdef IVec tops, todo, heads, stack, found, chars, chain, chain_off, chain_cut  # chain*: mask()'s stacks
     cdef IVec ahead  # split_sweep()'s chain states
+    cdef IVec mb  # chars_lead()'s run states
     cdef int32_t max_id
     cdef readonly Py_ssize_t expanded, probes, split_sweeps  # counters for profiling: trie nodes expanded, loop
     # probes, sweeps through a loop split
@@ -249,7 +250,7 @@ cdef class Pushdown:
         self.pops = self.has_loop = NULL
         ivec_init(&self.rs_heads); ivec_init(&self.tops); ivec_init(&self.todo); ivec_init(&self.heads)
         ivec_init(&self.stack); ivec_init(&self.found); ivec_init(&self.chars)
-        ivec_init(&self.chain); ivec_init(&self.chain_off); ivec_init(&self.chain_cut); ivec_init(&self.ahead)
+        ivec_init(&self.chain); ivec_init(&self.chain_off); ivec_init(&self.chain_cut); ivec_init(&self.ahead); ivec_init(&self.mb)
 
     def __init__(self, move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
                  multi_seq, multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
@@ -323,7 +324,7 @@ cdef class Pushdown:
         free(self.q_loops); free(self.q_looped)
         free(self.rs_heads.data); free(self.tops.data); free(self.todo.data); free(self.heads.data)
         free(self.stack.data); free(self.found.data); free(self.chars.data)
-        free(self.chain.data); free(self.chain_off.data); free(self.chain_cut.data); free(self.ahead.data)
+        free(self.chain.data); free(self.chain_off.data); free(self.chain_cut.data); free(self.ahead.data); free(self.mb.data)
 
     @property
     def n_run_states(self) -> int:
@@ -708,7 +709,7 @@ cdef class Pushdown:
         if best >= 0:
             for b in range(256):
                 ok[b] = self.trans[s * self.n_classes + self.byte_class[b]] == best
-            utf8 = self.chars_uniform(s, ok)
+            utf8 = self.chars_step(s, ok, best)
             set_words(ok, utf8, &low, &high)
             self.uni_words[2 * s] = low
             self.uni_words[2 * s + 1] = high
@@ -756,6 +757,42 @@ cdef class Pushdown:
     cdef int32_t _no_char_end(self, int32_t q) noexcept nogil:
         self.mb_end[q] = -3  # computed: no common end
         return UNKNOWN
+
+    cdef bint chars_step(self, int32_t s, uint8_t* ok, int32_t target) noexcept nogil:
+        """Whether every well-formed multi-byte character leads ``s`` to ``target``, where the
+        ASCII bytes ``ok`` do: told from the automaton (chars_uniform()), else by filling the
+        run states the characters pass (characters read through rule calls)."""
+        return self.chars_uniform(s, ok) or self.chars_lead(s, target)
+
+    cdef bint chars_lead(self, int32_t s, int32_t target) noexcept nogil:
+        """Whether every well-formed multi-byte character leads run state ``s`` to ``target``
+        (0 on any error: the answer is then only less useful, never wrong)."""
+        cdef Py_ssize_t seq, p, k, i, mark
+        cdef int32_t t
+        cdef IVec* at = &self.mb
+        for seq in range(self.multi_seq.shape[0] - 1):
+            at.size = 0
+            if ivec_push(at, s):
+                return 0
+            for p in range(self.multi_seq[seq], self.multi_seq[seq + 1]):
+                mark = at.size
+                self.rs_stamp += 1
+                for i in range(mark):
+                    for k in range(self.multi_pos[p], self.multi_pos[p + 1]):
+                        t = self.fill(at.data[i], self.multi_cls[k])
+                        if t < 0:
+                            return 0
+                        if self.rs_seen[t] != self.rs_stamp:
+                            self.rs_seen[t] = self.rs_stamp
+                            if ivec_push(at, t):
+                                return 0
+                for i in range(at.size - mark):  # keep only this position's states
+                    at.data[i] = at.data[mark + i]
+                at.size -= mark
+            for i in range(at.size):
+                if at.data[i] != target:
+                    return 0
+        return 1
 
     cdef bint chars_uniform(self, int32_t s, uint8_t* ok) noexcept nogil:
         """Whether every well-formed multi-byte character leads ``s`` where the ASCII bytes
@@ -954,7 +991,7 @@ cdef class Pushdown:
             return 0
         for b in range(256):
             flags[b] = self.trans[s * self.n_classes + self.byte_class[b]] == t
-        flags[256] = self.chars_uniform(s, flags)
+        flags[256] = self.chars_step(s, flags, t)
         return 1
 
     cdef int same_step(self, int32_t s, int32_t t) noexcept nogil:
@@ -974,7 +1011,7 @@ cdef class Pushdown:
                 return 0
         for b in range(256):
             ok[b] = row_s[self.byte_class[b]] == next_s
-        return self.chars_uniform(s, ok) <= self.chars_uniform(t, ok)
+        return self.chars_step(s, ok, next_s) <= self.chars_step(t, ok, next_t)
 
     cdef int32_t seed(self, int32_t node, int32_t s, uint32_t* words, IVec* stack) noexcept nogil:
         """Start the walk at ``node``, reached alive in run state ``s``: its subtree taken whole
