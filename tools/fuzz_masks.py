@@ -1,6 +1,6 @@
 """Fuzz the native mask core for a while: random grammars, vocabularies, token ids and bytes.
 
-    python tools/fuzz_masks.py [--seconds 600] [--seed 0] [--shortcuts]
+    python tools/fuzz_masks.py [--seconds 600] [--seed 0] [--shortcuts] [--split]
 
 Each round draws a random grammar (literals, classes with multi-byte characters, counted
 repetitions, optional and repeated items, recursion through three rules) and a random byte
@@ -9,12 +9,16 @@ control token and an end-of-sequence token), then walks random tokens: at every 
 must equal brute force (each id advanced through a matcher copy), and random token ids (out of
 range too) and random byte strings must be refused or accepted without a crash. A grammar
 error other than E108/E110 from the core is a failure; ``--shortcuts`` forces the core's loop
-probes and counted chains on every node. Failing grammars are printed with the seed to replay.
+probes and counted chains on every node, ``--split`` the loop split (docs/masks.md) at every
+state with a uniform step, reading 1-4 units. Each round also hands the trie builders
+(``structspec/tokens/_trie.pyx``) random byte matrices, lengths, rows and offsets: a
+ValueError or arrays, never a crash. Failing grammars are printed with the seed to replay.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import sys
 import time
@@ -27,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary
 from structspec.masks import runner
+from structspec.tokens import _trie
+from structspec.tokens import trie as token_tries
 
 CHARS = ["a", "b", "c", '"', "\\", "é", "ß", "日", "😀", " ", "{", "}"]
 CLASSES = ["[ab]", "[^a]", "[a-é]", "[^\\x00-\\x7F]", ".", "[😀-😂]", "[日b]", '[^"\\\\]']
@@ -95,19 +101,41 @@ def check(compiled: structspec.CompiledGrammar, rng: random.Random, steps: int) 
         matcher.accept_token(rng.choice(choices))
 
 
+def fuzz_builders(rng: random.Random) -> None:
+    """The trie builders on random (often inconsistent) input: a ValueError or arrays."""
+    rows, width = rng.randint(0, 6), rng.randint(0, 5)
+    matrix = np.array([rng.randrange(256) for _ in range(rows * width)], np.uint8).reshape(rows, width)
+    lengths = [rng.randint(-1, width + 1) for _ in range(rows)]
+    flat = bytes(rng.randrange(256) for _ in range(rng.randint(0, 12)))
+    picks = [rng.randint(-1, rows) for _ in range(rng.randint(0, 3))]
+    calls = (lambda: _trie.trie_nodes(matrix, lengths), lambda: _trie.row_bytes(matrix, lengths),
+             lambda: _trie.unit_rows(matrix, lengths, np.frombuffer(flat.ljust(256, b"\x01")[:256], np.uint8),
+                                     rng.random() < 0.5, rng.randint(-1, 4)),
+             lambda: _trie.rest_rows(matrix, lengths, picks, [rng.randint(-1, width) for _ in picks], [0] * len(picks)))
+    for call in calls:
+        with contextlib.suppress(ValueError):
+            call()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=600.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shortcuts", action="store_true", help="loop probes and chains on every node")
+    parser.add_argument("--split", action="store_true", help="the loop split at every state with a uniform step")
     args = parser.parse_args(argv)
     if args.shortcuts:
         runner.PROBE_AT, runner.CHAINS_AFTER, runner.CHAIN_HEIGHT = 1, 0, 1 << 20
+    if args.split:
+        runner.SPLIT_BITS, token_tries.SPLIT_SHARE, token_tries.BIG_SUBTREE = 0, 0, 1
     deadline = time.monotonic() + args.seconds
     rounds = states = skipped = 0
     seed = args.seed
     while time.monotonic() < deadline:
         rng = random.Random(seed)
+        fuzz_builders(rng)
+        if args.split:
+            runner.SPLIT_STEPS = rng.randint(1, 4)
         gbnf = random_grammar(rng)
         try:
             grammar = Grammar.from_gbnf(gbnf)

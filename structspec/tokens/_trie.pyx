@@ -140,17 +140,28 @@ def trie_nodes(matrix, lengths):
             rest_out[:count], out[5, :count], levels.astype(np.int64))
 
 
-def unit_rows(matrix, lengths, loops, bint utf8, int steps):
+def unit_rows(matrix, lengths, loops, bint utf8, int steps, row_sets=None, row_high=None):
     """Each row read as *loop units* for a loop split (structspec.tokens.trie.LoopSplit): a
     byte with ``loops[b]`` (a byte >= 0x80 only when all of them loop) or, with ``utf8``, a
     well-formed multi-byte character (the last one possibly cut by the row's end). Returns
     ``(offsets, units)``: where the row's rest starts -- at its first other byte, or at its
     unit after ``steps`` units -- or -1 when the whole row is units; and the units before it
-    (or in the row)."""
+    (or in the row). With the rows' byte sets (row_bytes()), a row of loop bytes only, no
+    longer than ``steps``, is told from them without reading its bytes."""
     matrix, lengths = _checked(matrix, lengths)
     flags = np.ascontiguousarray(loops, np.uint8)
     if flags.shape != (256,):
         raise ValueError(f"a loop set is 256 byte flags, got {flags.shape}")
+    if row_sets is None or row_high is None:
+        row_sets, row_high = np.full((len(lengths), 2), ~np.uint64(0)), np.ones(len(lengths), np.uint8)
+    row_sets = np.ascontiguousarray(row_sets, np.uint64)
+    row_high = np.ascontiguousarray(row_high, np.uint8)
+    if row_sets.shape != (len(lengths), 2) or row_high.shape != (len(lengths),):
+        raise ValueError("two words and one flag per row")
+    outside = np.packbits(flags[:128] == 0, bitorder="little").view(np.uint64)
+    cdef const uint64_t[:, ::1] sets = row_sets
+    cdef const uint8_t[::1] highs = row_high
+    cdef uint64_t out0 = outside[0], out1 = outside[1]
     cdef const uint8_t[:, ::1] m = matrix
     cdef const int32_t[::1] lens = lengths
     cdef const uint8_t[::1] loop = flags
@@ -167,6 +178,9 @@ def unit_rows(matrix, lengths, loops, bint utf8, int steps):
         for r in range(lens.shape[0]):
             i = n = 0
             length = lens[r]
+            if length <= steps and not highs[r] and not (sets[r, 0] & out0) and not (sets[r, 1] & out1):
+                units[r] = length
+                continue
             while i < length:
                 b = m[r, i]
                 if n >= steps:

@@ -171,7 +171,8 @@ def _few_rests(vocab: Vocabulary, flags: np.ndarray, utf8: bool) -> bool:
 def _split(vocab: Vocabulary, flags: np.ndarray, utf8: bool, steps: int) -> LoopSplit | None:
     """Each row read as loop units (``_trie.unit_rows``), then the rows with a rest grouped
     by the units before it and sorted by the rest; None past ``SPLIT_SHARE``."""
-    offsets, units = unit_rows(vocab.byte_matrix, vocab.lengths, flags, utf8, steps)
+    trie = token_trie(vocab)
+    offsets, units = unit_rows(vocab.byte_matrix, vocab.lengths, flags, utf8, steps, trie.row_sets, trie.row_high)
     looping = offsets < 0
     rows = np.flatnonzero(~looping)
     if len(rows) > _rest_limit(vocab):
