@@ -943,14 +943,15 @@ cdef class Pushdown:
         """In ``ahead`` the states ``steps`` uniform steps from ``start`` take, one by one, when
         each of them takes at least the bytes (and whole characters) of ``start``'s step to
         the next (1), else 0, or an error code."""
-        cdef int32_t t = start, j
+        cdef int32_t t = start, j, checked = start
         cdef int same
         self.ahead.size = 0
         for j in range(steps + 1):
-            if 0 < j < steps:
+            if 0 < j < steps and t != checked:  # a loop's chain stays on one or two states
                 same = self.same_step(start, t)
                 if same <= 0:
                     return same
+                checked = t
             if ivec_push(&self.ahead, t):
                 return ERR_SIZE
             t = self.uni_next[t]
