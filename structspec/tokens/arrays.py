@@ -45,9 +45,8 @@ def text_tokens(token_bytes: tuple[bytes | None, ...]) -> TextTokens:
     return TextTokens(ids=ids, lengths=lengths, spelled=spelled, blob=b"".join(spelled))
 
 
-def trie_arrays(text: TextTokens) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``text_ids`` sorted by bytes (ties by id), their 0-padded rows, lengths and the
-    length of each row's common prefix with the previous row."""
+def trie_arrays(text: TextTokens) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``text_ids`` sorted by bytes (ties by id), their 0-padded rows and their lengths."""
     count, width = len(text.ids), int(text.lengths.max(initial=0))
     matrix = np.zeros((count, width), dtype=np.uint8)
     if count:
@@ -59,13 +58,7 @@ def trie_arrays(text: TextTokens) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
         matrix = matrix[order]
     else:
         order = np.zeros(0, dtype=np.intp)
-    lengths = text.lengths[order]
-    lcp = np.zeros(count, dtype=np.int32)
-    if count > 1:
-        differs = matrix[1:] != matrix[:-1]
-        first = np.where(differs.any(axis=1), differs.argmax(axis=1), width)
-        lcp[1:] = np.minimum(first, np.minimum(lengths[1:], lengths[:-1]))
-    arrays = (text.ids[order], matrix, lengths, lcp)
+    arrays = (text.ids[order], matrix, text.lengths[order])
     for array in arrays:
         array.flags.writeable = False
     return arrays

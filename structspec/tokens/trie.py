@@ -62,7 +62,7 @@ def _trie_bytes(vocab: Vocabulary, trie: TokenTrie) -> int:
     """The trie's arrays (the per-node ones but ``byte`` are views of ``nodes``) plus the
     vocabulary's, which the cache keeps alive as its key."""
     arrays = (trie.nodes, trie.byte, trie.below_words, trie.levels, trie.row_sets, trie.row_high, trie.byte_counts,
-              vocab.byte_matrix, vocab.lengths, vocab.lcp, vocab.text_ids)
+              vocab.byte_matrix, vocab.lengths, vocab.text_ids)
     return sum(a.nbytes for a in arrays) + 64 * vocab.size  # the token byte strings
 
 

@@ -49,7 +49,6 @@ class Vocabulary:
         text_ids: int32 ids of the text tokens (non-empty bytes), sorted by their bytes.
         byte_matrix: uint8 ``[n, max_len]``, row ``i`` the bytes of ``text_ids[i]``, 0-padded.
         lengths: int32 byte length of each row.
-        lcp: int32 length of the common prefix of each row with the previous (0 for row 0).
         fingerprint: hex digest of the content; equal vocabularies have equal fingerprints.
     """
 
@@ -61,7 +60,6 @@ class Vocabulary:
         "byte_matrix",
         "eos_ids",
         "fingerprint",
-        "lcp",
         "lengths",
         "size",
         "special_tokens",
@@ -76,7 +74,6 @@ class Vocabulary:
     text_ids: np.ndarray
     byte_matrix: np.ndarray
     lengths: np.ndarray
-    lcp: np.ndarray
     fingerprint: str
 
     def __init__(
@@ -105,7 +102,7 @@ class Vocabulary:
         }
         fallback = frozenset(byte_fallback_ids)
         text = text_tokens(spelled)
-        text_ids, matrix, lengths, lcp = trie_arrays(text)
+        text_ids, matrix, lengths = trie_arrays(text)
         fixed = {
             "size": size,
             "token_bytes": spelled,
@@ -114,7 +111,6 @@ class Vocabulary:
             "text_ids": text_ids,
             "byte_matrix": matrix,
             "lengths": lengths,
-            "lcp": lcp,
             "fingerprint": fingerprint(spelled, text, eos, specials),
             "_byte_fallback_ids": fallback,
             "_greedy": longest_match_table(text, fallback),

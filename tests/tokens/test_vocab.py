@@ -7,7 +7,6 @@ what the tokenizer decodes, on sample text and on tokens that are bare UTF-8 fra
 from __future__ import annotations
 
 import functools
-import itertools
 import pickle
 from typing import Any
 
@@ -188,22 +187,12 @@ def test_trie_arrays_are_consistent(name: str) -> None:
     assert matrix.shape == (len(rows), max(map(len, rows)))  # type: ignore[arg-type]
     assert b"".join(rows) == matrix[np.arange(matrix.shape[1]) < vocab.lengths[:, None]].tobytes()
     assert not matrix[np.arange(matrix.shape[1]) >= vocab.lengths[:, None]].any()
-    lcp = [0] + [_common_prefix(a, b) for a, b in itertools.pairwise(rows)]  # type: ignore[arg-type]
-    assert vocab.lcp.tolist() == lcp
     for array, dtype in (
         (vocab.text_ids, np.int32),
         (vocab.lengths, np.int32),
-        (vocab.lcp, np.int32),
     ):
         assert array.dtype == dtype and not array.flags.writeable
     assert vocab.byte_matrix.dtype == np.uint8
-
-
-def _common_prefix(a: bytes, b: bytes) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
 
 
 def test_vocab_size_pads_and_trims() -> None:
@@ -300,7 +289,6 @@ def test_toy_vocabulary() -> None:
     )
     assert vocab.size == 7 and vocab.eos_ids == {3}
     assert vocab.text_ids.tolist() == [0, 6, 2, 4, 1]
-    assert vocab.lcp.tolist() == [0, 1, 1, 2, 0]
     assert vocab.byte_matrix.tolist() == [
         [97, 0, 0],
         [97, 0, 0],
