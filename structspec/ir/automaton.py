@@ -122,7 +122,9 @@ def dfa_from_regex(expr: Expr | None, *, search: bool) -> DFA:
     def too_large() -> TooComplexError:
         return TooComplexError("pattern needs too many automaton states")
 
-    found = determinize(nfa, nfa.closure([start], ("^",)) | {at_start}, accepting, MAX_STATES, too_large)
+    found = determinize(
+        nfa, _CODE_POINTS.split, nfa.closure([start], ("^",)) | {at_start}, accepting, MAX_STATES, too_large
+    )
     return minimize(DFA(tuple(map(tuple, found.edges)), tuple(found.accept)))
 
 
