@@ -6,8 +6,9 @@ The NFA comes in as the compiler builds it (per state: epsilon targets, byte-ran
 closed and numbered with C arrays; a Python dict keyed by the subset's bytes numbers the
 subsets (one object per deterministic state, none per byte). States are numbered in discovery
 order, bytes in increasing order before symbols, so the result does not depend on how the
-NFA's sets iterate. Bytes that move every state alike share a local class; classes are
-numbered by their lowest byte.
+NFA's sets iterate. Moves are kept per *atom*, the byte ranges between the ends of the NFA's
+ranges (every deterministic state moves all bytes of an atom alike); atoms that move every
+state alike share a local class, classes numbered by their lowest byte.
 """
 
 from libc.stdint cimport int32_t, uint8_t
@@ -134,14 +135,33 @@ def byte_subsets(list eps, list edges, dict symbols, int start, int end, int lim
         return None
     cdef int32_t[::1] single = np.full(n, -1, dtype=np.int32)  # the number of each one-state closure
     cdef Py_ssize_t room = max(n, len(edge_dst_a), 1)  # targets of one move: at most every edge or state
+    cdef int32_t atom_of[257]  # byte -> atom (atom_of[256]: the number of atoms)
+    cdef uint8_t ends[257]
+    cdef int32_t b, a, k
+    for b in range(257):
+        ends[b] = 0
+    for k in range(len(edge_dst_a)):
+        ends[edge_lo[k]] = 1
+        ends[edge_hi[k] + 1] = 1
+    a = 0
+    for b in range(256):
+        if b and ends[b]:
+            a += 1
+        atom_of[b] = a
+    cdef int32_t atoms = a + 1
+    atom_of[256] = atoms
+    cdef uint8_t[::1] has_symbols = np.zeros(max(n, 1), dtype=np.uint8)
+    for k in symbols:
+        has_symbols[k] = 1
     cdef int32_t[::1] targets = np.empty(room, dtype=np.int32)
     cdef int32_t[::1] seg_lo = np.empty(room, dtype=np.int32)
     cdef int32_t[::1] seg_hi = np.empty(room, dtype=np.int32)
     cdef int32_t[::1] seg_dst = np.empty(room, dtype=np.int32)
     cdef uint8_t marks[257]
-    rows = np.empty((64, 256), dtype=np.int32)
+    rows = np.empty((64, atoms), dtype=np.int32)
     cdef int32_t[:, ::1] row = rows
-    cdef int32_t done = 0, q, s, e, m, b, a, count, number, t, i, i0, i1
+    cdef int32_t done = 0, q, s, e, m, count, number, t, i, i0, i1
+    cdef bint moving_on_symbols
     symbol_index: dict = {}
     call_state: list = []
     call_symbol: list = []
@@ -155,12 +175,14 @@ def byte_subsets(list eps, list edges, dict symbols, int start, int end, int lim
         i0 = subsets.member_off[q]
         i1 = subsets.member_off[q + 1]
         m = 0
-        for i in range(256):
+        moving_on_symbols = False
+        for i in range(atoms):
             row[q, i] = -1
+        for i in range(257):
             marks[i] = 0
-        marks[256] = 0
         for i in range(i0, i1):
             s = subsets.members[i]
+            moving_on_symbols |= has_symbols[s]
             for e in range(edge_off[s], edge_off[s + 1]):
                 seg_lo[m] = edge_lo[e]
                 seg_hi[m] = edge_hi[e]
@@ -188,9 +210,11 @@ def byte_subsets(list eps, list edges, dict symbols, int start, int end, int lim
                             return None
                         if count == 1:
                             single[targets[0]] = number
-                    for i in range(a, b):
+                    for i in range(atom_of[a], atom_of[b - 1] + 1):
                         row[q, i] = number
                 a = b
+        if not moving_on_symbols:
+            continue
         moves: dict = {}
         for i in range(i0, i1):
             s = subsets.members[i]
@@ -210,29 +234,29 @@ def byte_subsets(list eps, list edges, dict symbols, int start, int end, int lim
             call_symbol.append(symbol_index.setdefault(symbol, len(symbol_index)))
             call_target.append(number)
     cdef int32_t n_dfa = subsets.n_states
-    byte_class, table = _classes(row, n_dfa)
+    byte_class, table = _classes(row, n_dfa, atom_of)
     calls = tuple(np.array(column, dtype=np.int32) for column in (call_state, call_symbol, call_target))
     return byte_class, table, calls, tuple(symbol_index), subsets.accept
 
 
-cdef tuple _classes(int32_t[:, ::1] row, int32_t n):
-    """Bytes whose columns of ``row`` (the first ``n`` states) are equal share a class,
-    numbered by lowest byte; the table of moves per class."""
+cdef tuple _classes(int32_t[:, ::1] row, int32_t n, int32_t* atom_of):
+    """Atoms whose columns of ``row`` (the first ``n`` states) are equal share a class,
+    numbered by lowest byte; each byte's class and the table of moves per class."""
     cdef int32_t cls[256]
     cdef int32_t fresh[256]
     cdef int32_t head[256]  # per old class: its first new class in this state, -1 for none
     cdef int32_t link[256]  # per new class: the next new class from the same old class
     cdef int32_t target[256]  # per new class: the move of this state
-    cdef int32_t classes = 1, made, q, b, c, k
-    for b in range(256):
+    cdef int32_t classes = 1, made, q, b, c, k, atoms = atom_of[256]
+    for b in range(atoms):
         cls[b] = 0
     for q in range(n):
-        if classes == 256:
+        if classes == atoms:
             break
         for c in range(classes):
             head[c] = -1
         made = 0
-        for b in range(256):
+        for b in range(atoms):
             c = cls[b]
             k = head[c]
             while k >= 0 and target[k] != row[q, b]:
@@ -248,7 +272,7 @@ cdef tuple _classes(int32_t[:, ::1] row, int32_t n):
         for c in range(made):
             head[c] = -1
         classes = 0
-        for b in range(256):
+        for b in range(atoms):
             k = fresh[b]
             if head[k] < 0:
                 head[k] = classes
@@ -261,10 +285,11 @@ cdef tuple _classes(int32_t[:, ::1] row, int32_t n):
     cdef int32_t lowest[256]
     for c in range(classes):
         lowest[c] = -1
-    for b in range(256):
-        out_class[b] = cls[b]
+    for b in range(atoms):
         if lowest[cls[b]] < 0:
             lowest[cls[b]] = b
+    for b in range(256):
+        out_class[b] = cls[atom_of[b]]
     for q in range(n):
         for c in range(classes):
             out[q, c] = row[q, lowest[c]]
