@@ -2,9 +2,8 @@
 
 Steps: pick which rules to inline (small and non-recursive), build one epsilon-NFA per
 remaining rule with byte-range, rule-reference and token-reference edges (character classes
-become UTF-8 byte-range sequences; the NFA construction is the automaton core of
-:mod:`structspec.ir.nfa`, over bytes here), then determinize each with the subset
-construction over bytes in C (:mod:`structspec.ir._subsets`).
+become UTF-8 byte-range sequences), then determinize each with the subset construction; both
+in C (:mod:`structspec.ir._byte_automata`).
 Size limits keep pathological grammars from exhausting memory; past them compilation fails
 with ``E108`` naming the rule. Rules given as byte automata (``automata``: built elsewhere, such
 as the spans of a source text) are taken as they are, never inlined.
@@ -21,10 +20,9 @@ import numpy as np
 from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.grammar.ruleset import ByteMoves, RuleSet, shared_move_rows
 from structspec.grammar.utf8 import utf8_sequences
-from structspec.ir._subsets import byte_subsets
+from structspec.ir._byte_automata import AutomatonLimit, rule_automaton
 from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef, walk
-from structspec.ir.nfa import NFA
 from structspec.lru import BoundedCache
 
 INLINE_LIMIT = 400  # estimated NFA states up to which a non-recursive rule is inlined
@@ -113,17 +111,18 @@ def _renamed(dfa: _Layout, named: tuple[str, ...]) -> _Layout:
 
 
 def _build_dfa(table: Mapping[str, Rule], inline: set[str], rule: Rule) -> _Layout:
-    nfa = _RuleNFA(table, inline, rule)
-    start, end = nfa.state(), nfa.state()
-    nfa.build(rule.body, start, end)
-    found = byte_subsets(nfa.eps, nfa.edges, nfa.symbols, start, end, DFA_LIMIT)
-    if found is None:
+    try:
+        found = rule_automaton(rule.body, table, inline, utf8_sequences, NFA_LIMIT, DFA_LIMIT)
+    except AutomatonLimit as exc:
+        if exc.stage == "nfa":
+            raise _limit_error(rule, f"expands to more than {NFA_LIMIT} automaton states; split it into smaller rules "
+                               "or lower repetition counts") from None
         raise _limit_error(
             rule, f"needs more than {DFA_LIMIT} automaton states after determinization; split it into smaller rules"
-        )
-    byte_class, table, calls, symbols, accept = found
-    has_bytes = (table >= 0).any(axis=1)
-    return _Layout(byte_class, _smallest(table), calls, np.array(accept, dtype=bool), has_bytes, symbols)
+        ) from None
+    byte_class, moves, calls, symbols, accept = found
+    has_bytes = (moves >= 0).any(axis=1)
+    return _Layout(byte_class, _smallest(moves), calls, np.array(accept, dtype=bool), has_bytes, symbols)
 
 
 def _given_dfa(automaton: ByteAutomaton) -> _Layout:
@@ -363,51 +362,6 @@ def _topological(graph: Mapping[str, Collection[str]], names: list[str]) -> list
         if name not in state:
             visit(name)
     return list(reversed(order))
-
-
-ByteRange = tuple[int, int]
-_SINGLE_BYTES = tuple((b, b) for b in range(256))
-
-
-class _Bytes:
-    """The alphabet of rule automata: UTF-8 bytes, an edge label being a byte range ``(lo, hi)``."""
-
-    def literal(self, text: str) -> list[ByteRange]:
-        return [_SINGLE_BYTES[b] for b in text.encode("utf-8")]
-
-    def chars(self, ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[ByteRange, ...], ...]:
-        return utf8_sequences(ranges)
-
-
-_BYTES = _Bytes()
-
-
-class _RuleNFA(NFA[ByteRange]):
-    """The NFA of one rule: inlined rules are built in place; other rule references and token
-    references are symbol edges carrying the called rule's name or the :class:`TokenRef`
-    (numbered only when the rule set is assembled, so automata are shared)."""
-
-    def __init__(self, table: Mapping[str, Rule], inline: set[str], rule: Rule) -> None:
-        def too_large() -> CompileLimitError:
-            return _limit_error(
-                rule, f"expands to more than {NFA_LIMIT} automaton states; split it into smaller rules or lower "
-                "repetition counts"
-            )
-
-        super().__init__(_BYTES, NFA_LIMIT, too_large)
-        self.table = table
-        self.inline = inline
-
-    def leaf(self, expr: Expr, start: int, end: int) -> None:
-        if isinstance(expr, Ref):
-            if expr.name in self.inline:
-                self.build(self.table[expr.name].body, start, end)
-            else:
-                self.symbol(start, expr.name, end)
-        elif isinstance(expr, TokenRef):
-            self.symbol(start, expr, end)
-        else:
-            super().leaf(expr, start, end)
 
 
 def _limit_error(rule: Rule, what: str) -> CompileLimitError:

@@ -1,29 +1,36 @@
-"""The subset construction over bytes in C (``ir/_subsets.pyx``) against the generic one of
-``ir/nfa.py`` as the oracle, its byte labels split by brute force (one byte at a time): the same
-automaton up to the numbering of states, the same acceptance and symbol moves, the same limit,
-and byte classes that are exactly the distinct columns of moves, numbered by lowest byte."""
+"""The compiler's rule automata built in C (``ir/_byte_automata.pyx``) against an oracle: the
+generic NFA construction and subset construction of ``ir/nfa.py`` over a byte alphabet written
+here, its labels split by brute force (one byte at a time). The same automaton up to the
+numbering of states (acceptance, byte moves, rule calls and token references), the same
+limits, and byte classes that are exactly the distinct columns of moves, numbered by lowest
+byte."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Sequence
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from structspec.ir._subsets import byte_subsets
+from structspec.ir._byte_automata import AutomatonLimit, rule_automaton
 
-from structspec.grammar.compiler import _RuleNFA
+from structspec.grammar.utf8 import utf8_sequences
 from structspec.ir.charset import CharSet
-from structspec.ir.expr import Alt, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef
-from structspec.ir.nfa import Determinized, determinize
+from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef
+from structspec.ir.nfa import NFA, Determinized, determinize
 
 ALPHABET = "ab\u00e9\u0800\U0001f600"  # one to four UTF-8 bytes
-CALLEES = ("x", "y")
-TABLE = {name: Rule(name, Lit(name)) for name in CALLEES}
+CALLEES = ("x", "y", "z")
+TABLE = {"x": Rule("x", Lit("x")), "y": Rule("y", Alt((Lit("y"), Ref("x")))), "z": Rule("z", Lit("z"))}
+INLINE = {"x", "y"}  # built in place; z is called
 
 leaves = st.one_of(
     st.text(ALPHABET, max_size=3).map(Lit),
     st.sets(st.sampled_from(ALPHABET), min_size=1).map(lambda cs: Chars(CharSet.chars("".join(cs)))),
+    st.tuples(st.lists(st.tuples(st.integers(0, 0x300), st.integers(0, 8)), max_size=3), st.booleans()).map(
+        lambda c: CharClass(tuple((lo, lo + n) for lo, n in c[0]), c[1])
+    ),
     st.tuples(st.integers(0x20, 0x10FFFF), st.integers(0, 0x3000)).map(
         lambda r: Chars(CharSet.of(((r[0], min(r[0] + r[1], 0x10FFFF)),)))
     ),
@@ -46,6 +53,31 @@ def _combine(child: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
 expressions = st.recursive(leaves, _combine, max_leaves=10)
 
 
+class _Bytes:
+    """The oracle's alphabet: a label is a byte range ``(lo, hi)``."""
+
+    def literal(self, text: str) -> list[tuple[int, int]]:
+        return [(b, b) for b in text.encode("utf-8")]
+
+    def chars(self, ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[tuple[int, int], ...], ...]:
+        return utf8_sequences(ranges)
+
+
+class _OracleNFA(NFA[tuple[int, int]]):
+    def __init__(self, limit: int) -> None:
+        super().__init__(_Bytes(), limit, lambda: AutomatonLimit("nfa"))
+
+    def leaf(self, expr: Expr, start: int, end: int) -> None:
+        if isinstance(expr, Ref) and expr.name in INLINE:
+            self.build(TABLE[expr.name].body, start, end)
+        elif isinstance(expr, Ref):
+            self.symbol(start, expr.name, end)
+        elif isinstance(expr, TokenRef):
+            self.symbol(start, expr, end)
+        else:
+            super().leaf(expr, start, end)
+
+
 def _by_byte(edges: Sequence[tuple[tuple[int, int], int]]) -> list[tuple[frozenset[int], Collection[int]]]:
     """The oracle's split: every byte on its own, bytes with equal targets grouped."""
     groups: dict[frozenset[int], set[int]] = {}
@@ -56,19 +88,23 @@ def _by_byte(edges: Sequence[tuple[tuple[int, int], int]]) -> list[tuple[frozens
     return [(frozenset(members), targets) for targets, members in groups.items()]
 
 
-def _both(expr: Expr, limit: int = 100_000) -> tuple[Determinized | None, tuple | None]:
-    nfa = _RuleNFA(TABLE, set(), Rule("root", expr))
-    start, end = nfa.state(), nfa.state()
-    nfa.build(expr, start, end)
-
-    class Over(Exception):
-        pass
-
+def _outcome(build):  # the automaton, or the stage whose limit it passed
     try:
-        oracle = determinize(nfa, _by_byte, nfa.closure([start]), lambda subset: end in subset, limit, Over)
-    except Over:
-        oracle = None
-    return oracle, byte_subsets(nfa.eps, nfa.edges, nfa.symbols, start, end, limit)
+        return build()
+    except AutomatonLimit as exc:
+        return exc.stage
+
+
+def _both(expr: Expr, nfa_limit: int = 400_000, dfa_limit: int = 100_000) -> tuple:
+    def oracle() -> Determinized:
+        nfa = _OracleNFA(nfa_limit)
+        start, end = nfa.state(), nfa.state()
+        nfa.build(expr, start, end)
+        initial = nfa.closure([start])
+        return determinize(nfa, _by_byte, initial, lambda s: end in s, dfa_limit, lambda: AutomatonLimit("dfa"))
+
+    native = _outcome(lambda: rule_automaton(expr, TABLE, INLINE, utf8_sequences, nfa_limit, dfa_limit))
+    return _outcome(oracle), native
 
 
 def _assert_same(oracle: Determinized, native: tuple) -> None:
@@ -111,17 +147,32 @@ def _assert_classes(byte_class: np.ndarray, table: np.ndarray) -> None:
 @example(Alt(tuple(Lit(f'"v{i}"') for i in range(2000))))  # an enum: 2,000 edges on one byte
 @example(Lit(""))
 @example(Rep(Chars(CharSet.of(((0, 0x10FFFF),))), 0, None))
-def test_the_native_subset_construction_is_the_oracles(expr: Expr) -> None:
+def test_the_native_automaton_is_the_oracles(expr: Expr) -> None:
     oracle, native = _both(expr)
-    assert oracle is not None and native is not None
+    assert isinstance(oracle, Determinized) and isinstance(native, tuple)
     _assert_same(oracle, native)
     _assert_classes(native[0], native[1])
 
 
-@settings(max_examples=100, deadline=None)
-@given(expressions, st.integers(1, 12))
-def test_the_limit_is_the_oracles(expr: Expr, limit: int) -> None:
-    oracle, native = _both(expr, limit)
-    assert (oracle is None) == (native is None)
-    if oracle is not None:
+@settings(max_examples=150, deadline=None)
+@given(expressions, st.integers(2, 40), st.integers(1, 12))
+def test_the_limits_are_the_oracles(expr: Expr, nfa_limit: int, dfa_limit: int) -> None:
+    oracle, native = _both(expr, nfa_limit, dfa_limit)
+    if isinstance(oracle, str):
+        assert native == oracle
+    else:
         _assert_same(oracle, native)
+
+
+def test_a_deep_chain_of_inlined_rules_builds_without_recursion() -> None:
+    """The work list keeps no C or Python frame per level: 20,000 nested groups build."""
+    expr: Expr = Lit("a")
+    for _ in range(20_000):
+        expr = Seq((expr, Lit("")))
+    _, moves, _, _, accept = rule_automaton(expr, {}, set(), utf8_sequences, 400_000, 100)
+    assert len(accept) == 2 and accept[1] and moves[0].max() == 1
+
+
+def test_an_unknown_node_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="cannot build an automaton"):
+        rule_automaton(Rule("r", Lit("a")), {}, set(), utf8_sequences, 100, 100)
