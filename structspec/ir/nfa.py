@@ -1,13 +1,13 @@
-"""Automata from expressions: the one NFA construction and the one subset construction.
+"""Automata from expressions: the NFA construction and the subset construction, generic over
+an alphabet.
 
-Both kinds of automaton in the project are built here. The grammar compiler's rule automata
-run over UTF-8 bytes (an edge label is a byte range); the converters' DFAs run over code
-points (a label is a :class:`~structspec.ir.charset.CharSet`). An :class:`Alphabet` says how
-characters become labels; everything else is shared: states and epsilon edges, symbol edges (a
-rule call or a token reference, which become moves of their own), the repeat expansion and the
-size limits. The converters determinize with :func:`determinize`, given how the labelled edges
-leaving a set of states split into disjoint ones; the compiler's byte automata are determinized
-in C (:mod:`structspec.ir._subsets`).
+The converters' DFAs are built here, over code points (a label is a
+:class:`~structspec.ir.charset.CharSet`). An :class:`Alphabet` says how characters become
+labels; the rest is alphabet-free: states and epsilon edges, symbol edges (moves of their own),
+guarded epsilon edges, the repeat expansion and the size limits; :func:`determinize` is given
+how the labelled edges leaving a set of states split into disjoint ones. The grammar compiler's
+rule automata over bytes are built the same way in C (:mod:`structspec.ir._byte_automata`),
+which its tests check against this construction over a byte alphabet.
 """
 
 from __future__ import annotations
