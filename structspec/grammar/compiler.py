@@ -76,7 +76,7 @@ def compile_rules(
         rules, blocks = _blocked(table, given.keys())
         graph = _reference_graph(rules, root)
         order = list(graph)
-        inline = _inlinable(rules, order, graph) - given.keys() - blocks
+        inline = _inlinable(rules, order, graph, _shared_loops(rules, order)) - given.keys() - blocks
         compiled = [name for name in order if name not in inline or name == root]
         own = [None if name in given else _rule_dfa(rules, inline, name) for name in compiled]
         symbols = (sym for dfa in own if dfa is not None for sym in dfa.symbols)
@@ -251,8 +251,25 @@ def _reference_graph(table: Mapping[str, Rule], root: str) -> dict[str, dict[str
     return graph
 
 
-def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, Collection[str]]) -> set[str]:
-    """Non-recursive rules whose inlined size stays small (``graph``: each rule's references)."""
+def _shared_loops(table: Mapping[str, Rule], names: list[str]) -> set[str]:
+    """Rules of ``names`` referred to more than once (by the rules of ``names``) whose body holds
+    an unbounded repetition; one walk over each body."""
+    callers: dict[str, int] = {}
+    loops: set[str] = set()
+    for name in names:
+        for node in walk(table[name].body):
+            if isinstance(node, Ref):
+                callers[node.name] = callers.get(node.name, 0) + 1
+            elif isinstance(node, Rep) and node.high is None:
+                loops.add(name)
+    return {name for name in loops if callers.get(name, 0) > 1}
+
+
+def _inlinable(
+    table: Mapping[str, Rule], names: list[str], graph: Mapping[str, Collection[str]], shared_loops: set[str]
+) -> set[str]:
+    """Non-recursive rules whose inlined size stays small (``graph``: each rule's references),
+    except ``shared_loops`` (see :func:`_shared_loops`)."""
     recursive = _recursive_rules(graph, names)
     estimates: dict[str, int] = {}
     inline: set[str] = set()
@@ -280,20 +297,9 @@ def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, 
             estimates[name] = estimate(table[name].body)
         return estimates[name]
 
-    callers: dict[str, int] = {}
-    for name in names:
-        for node in walk(table[name].body):
-            if isinstance(node, Ref):
-                callers[node.name] = callers.get(node.name, 0) + 1
-
-    def shared_loop(name: str) -> bool:
-        return callers.get(name, 0) > 1 and any(
-            isinstance(node, Rep) and node.high is None for node in walk(table[name].body)
-        )
-
     # Leaves first, so a rule's estimate already knows which of its callees are inlined.
     for name in reversed(_topological(graph, names)):
-        if name not in recursive and rule_estimate(name) <= INLINE_LIMIT and not shared_loop(name):
+        if name not in recursive and rule_estimate(name) <= INLINE_LIMIT and name not in shared_loops:
             inline.add(name)
     return inline
 
