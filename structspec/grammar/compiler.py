@@ -273,35 +273,34 @@ def _inlinable(
     recursive = _recursive_rules(graph, names)
     estimates: dict[str, int] = {}
     inline: set[str] = set()
-
-    def estimate(node: Expr) -> int:
-        if isinstance(node, Lit):
-            return len(node.text.encode("utf-8")) + 1
-        if isinstance(node, (CharClass, Chars)):
-            ranges = node.code_points() if isinstance(node, CharClass) else node.charset.ranges
-            return sum(len(seq) for seq in utf8_sequences(ranges)) + 1
-        if isinstance(node, Ref):
-            return rule_estimate(node.name) if node.name in inline else 1
-        if isinstance(node, TokenRef):
-            return 1
-        if isinstance(node, Seq):
-            return sum(estimate(child) for child in node.items) + 2
-        if isinstance(node, Alt):
-            return sum(estimate(child) for child in node.items) + 2
-        assert isinstance(node, Rep)
-        copies = max(node.low, 1) if node.high is None else max(node.high, 1)
-        return estimate(node.item) * copies + 2
-
-    def rule_estimate(name: str) -> int:
-        if name not in estimates:
-            estimates[name] = estimate(table[name].body)
-        return estimates[name]
-
     # Leaves first, so a rule's estimate already knows which of its callees are inlined.
     for name in reversed(_topological(graph, names)):
-        if name not in recursive and rule_estimate(name) <= INLINE_LIMIT and name not in shared_loops:
+        if name in recursive or name in shared_loops:
+            continue
+        estimates[name] = _estimate(table[name].body, inline, estimates)
+        if estimates[name] <= INLINE_LIMIT:
             inline.add(name)
     return inline
+
+
+def _estimate(node: Expr, inline: set[str], estimates: Mapping[str, int]) -> int:
+    """NFA states ``node`` takes, the rules of ``inline`` (with their ``estimates``) built in
+    place. (A module function rather than a closure: recursive closures form reference cycles,
+    which would keep the rule table alive until the next collection.)"""
+    if isinstance(node, Lit):
+        return len(node.text.encode("utf-8")) + 1
+    if isinstance(node, (CharClass, Chars)):
+        ranges = node.code_points() if isinstance(node, CharClass) else node.charset.ranges
+        return sum(len(seq) for seq in utf8_sequences(ranges)) + 1
+    if isinstance(node, Ref):
+        return estimates[node.name] if node.name in inline else 1
+    if isinstance(node, TokenRef):
+        return 1
+    if isinstance(node, (Seq, Alt)):
+        return sum(_estimate(child, inline, estimates) for child in node.items) + 2
+    assert isinstance(node, Rep)
+    copies = max(node.low, 1) if node.high is None else max(node.high, 1)
+    return _estimate(node.item, inline, estimates) * copies + 2
 
 
 def _recursive_rules(graph: Mapping[str, Collection[str]], names: list[str]) -> set[str]:
