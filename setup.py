@@ -1,5 +1,5 @@
-"""Build the native cores (structspec/masks/_sweep.pyx, structspec/ir/_suffix.pyx); everything else is in
-pyproject.toml."""
+"""Build the native cores (structspec/masks/_sweep.pyx, structspec/ir/_suffix.pyx,
+structspec/ir/_byte_automata.pyx); everything else is in pyproject.toml."""
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -7,7 +7,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=cythonize(
         [Extension("structspec.masks._sweep", ["structspec/masks/_sweep.pyx"], extra_compile_args=["-O3"]),
-         Extension("structspec.ir._suffix", ["structspec/ir/_suffix.pyx"], extra_compile_args=["-O3"])],
+         Extension("structspec.ir._suffix", ["structspec/ir/_suffix.pyx"], extra_compile_args=["-O3"]),
+         Extension("structspec.ir._byte_automata", ["structspec/ir/_byte_automata.pyx"], extra_compile_args=["-O3"])],
         compiler_directives={"language_level": 3},
     )
 )
