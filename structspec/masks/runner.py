@@ -10,7 +10,9 @@ calls per runner, and turns the core's error codes into :class:`~structspec.erro
 
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 
 import numpy as np
 
@@ -35,6 +37,12 @@ TABLE_BYTES = 8 << 20  # filled tables per runner past which they are freed befo
 MAX_FRAMES = 1 << 22  # interned stack frames within one mask (E108 beyond)
 MAX_RUN_STATES = 1 << 19  # run states within one mask (E108 beyond)
 ERR_STACKS, ERR_SIZE, ESCAPE = -3, -4, -5  # the core's error codes, and a cut sweep's stop
+IDLE_MASKS = 512  # masks computed process-wide (by any runner) after which an unused runner's tables are freed
+IDLE_CHECK = 64  # how often (in such masks) idle runners are looked for
+
+_CLOCK = itertools.count(1)  # masks computed by every runner of the process (atomic under the GIL)
+_RUNNERS: weakref.WeakSet[StackRunner] = weakref.WeakSet()  # runners that hold tables
+_RUNNERS_LOCK = threading.Lock()
 
 
 class StackRunner:
@@ -43,6 +51,7 @@ class StackRunner:
     def __init__(self, rules: RuleSet, trie: TokenTrie, row_ids: np.ndarray, n_words: int) -> None:
         self.n_words = n_words
         self._lock = threading.Lock()
+        self._used = 0  # the process-wide mask count at this runner's last mask
         self._native = Pushdown(*_rule_arrays(rules), *_trie_arrays(trie), np.ascontiguousarray(row_ids, np.int32),
                                 MAX_FRAMES, MAX_RUN_STATES, MAX_STACKS, PROBE_AT, CHAINS_AFTER, CHAIN_HEIGHT)
 
@@ -58,7 +67,34 @@ class StackRunner:
         words = np.zeros(self.n_words, np.uint32)
         with self._lock:
             code = self._native.mask(state.heads, state.accepting, words, TABLE_BYTES, frames)
+        now = self._used = next(_CLOCK)
+        if now % IDLE_CHECK == 0 or self not in _RUNNERS:
+            _release_idle(self, now)
         return None if _checked(code) == ESCAPE else words
+
+    def release(self) -> bool:
+        """Free the tables unless a mask is being computed (then False): they are a scratch
+        space that the next mask builds again."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._native.release()
+        finally:
+            self._lock.release()
+        return True
+
+
+def _release_idle(current: StackRunner, now: int) -> None:
+    """Free the tables of every runner that computed no mask in the last IDLE_MASKS masks of
+    the process: a grammar no sequence has needed a new mask of lately gives its scratch
+    tables back (its mask cache stays), while the grammars in use keep theirs."""
+    with _RUNNERS_LOCK:
+        _RUNNERS.add(current)
+        idle = [runner for runner in _RUNNERS if runner._used <= now - IDLE_MASKS]
+    for runner in idle:
+        if runner.release():
+            with _RUNNERS_LOCK:
+                _RUNNERS.discard(runner)
 
 
 def _checked(code: int) -> int:

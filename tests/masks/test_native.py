@@ -86,6 +86,39 @@ def test_tables_reset_before_every_mask_stay_exact(monkeypatch: pytest.MonkeyPat
 
 
 @SETTINGS
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16))
+def test_tables_released_after_every_mask_stay_exact(monkeypatch: pytest.MonkeyPatch, gbnf: str, vocab: Vocabulary,
+                                                     seed: int) -> None:
+    """Every runner counts as idle after each of its masks: its tables (and per automaton
+    state caches) are freed, and the next mask builds them from nothing."""
+    monkeypatch.setattr(mask_runner, "IDLE_MASKS", 0)
+    monkeypatch.setattr(mask_runner, "IDLE_CHECK", 1)
+    _random_walk(structspec.compile(_parsed(gbnf), vocab), seed, 8)
+
+
+def test_idle_runners_give_their_tables_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables are made by the first mask; a runner that computed none of the process's last
+    IDLE_MASKS masks is freed, the one in use keeps its tables, and a busy one is skipped."""
+    monkeypatch.setattr(mask_runner, "IDLE_MASKS", 4)
+    monkeypatch.setattr(mask_runner, "IDLE_CHECK", 1)
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"ab", b"ba", None], eos_ids=[5])
+    idle, used = (structspec.compile(Grammar.from_gbnf(gbnf), vocab) for gbnf in ('root ::= "a"+ "b"', 'root ::= [a-c]*'))
+    start = idle.grammar.initial_state()
+    assert idle._runner.nbytes == 0
+    first = idle._runner.mask(start)
+    held = idle._runner.nbytes
+    assert held > 0
+    for _ in range(5):
+        used._runner.mask(used.grammar.initial_state())
+        assert idle._runner.nbytes in (held, 0) and used._runner.nbytes > 0
+    assert idle._runner.nbytes == 0
+    with used._runner._lock:
+        assert not used._runner.release()
+    assert used._runner.nbytes > 0 and used._runner.release() and used._runner.nbytes == 0
+    assert np.array_equal(idle._runner.mask(start), first)
+
+
+@SETTINGS
 @given(gbnf=_counted_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16),
        shortcuts=st.booleans())
 def test_counted_repetitions_are_exact(monkeypatch: pytest.MonkeyPatch, gbnf: str, vocab: Vocabulary, seed: int,
