@@ -102,7 +102,8 @@ def test_idle_runners_give_their_tables_back(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(mask_runner, "IDLE_MASKS", 4)
     monkeypatch.setattr(mask_runner, "IDLE_CHECK", 1)
     vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"ab", b"ba", None], eos_ids=[5])
-    idle, used = (structspec.compile(Grammar.from_gbnf(gbnf), vocab) for gbnf in ('root ::= "a"+ "b"', 'root ::= [a-c]*'))
+    idle, used = (structspec.compile(Grammar.from_gbnf(gbnf), vocab)
+                  for gbnf in ('root ::= "a"+ "b"', 'root ::= [a-c]*'))
     start = idle.grammar.initial_state()
     assert idle._runner.nbytes == 0
     first = idle._runner.mask(start)
