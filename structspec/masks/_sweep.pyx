@@ -12,7 +12,7 @@ rest bytes loop on its run state is accepted whole. Nothing here creates a Pytho
 the way to a mask, and sweeps run with the GIL released (callers serialize calls per object).
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
@@ -25,7 +25,8 @@ cdef enum:
     ERR_SIZE = -4  # the tables outgrew their limits (or memory): GrammarError E108
     ESCAPE = -5  # a sweep of cut stacks popped into the frame that stands for what was cut off
 
-cdef int32_t NO_MOVE = -2147483648  # structspec.grammar.ruleset.NO_MOVE: no move on a class
+cdef int32_t NO_MOVE = -2147483648  # structspec.grammar.ruleset.no_move of int32 rows: no move on a class
+cdef int16_t NO_MOVE16 = -32768  # the same of int16 rows
 
 cdef int MAX_CLOSED = 16  # run states a probed loop set may wander through
 
@@ -105,7 +106,9 @@ cdef class Pushdown:
     """
 
     # grammar (read-only, owned by the numpy arrays kept below)
-    cdef const int32_t[:, ::1] move_rows  # shared rows of moves relative to the state (see move())
+    cdef const int32_t[:, ::1] move_rows  # shared rows of moves relative to the state (see move()), int32
+    cdef const int16_t[:, ::1] move_rows16  # or int16 (narrow)
+    cdef bint narrow
     cdef const int32_t[::1] move_row  # each automaton state's row
     cdef const int32_t[::1] byte_class
     cdef const int32_t[::1] ref_off
@@ -189,7 +192,11 @@ cdef class Pushdown:
                  int probe_at=256, int chains_after=8, int chain_height=32):
         self._keep = (move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain, multi_seq,
                       multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids)
-        self.move_rows = move_rows
+        self.narrow = move_rows.dtype.itemsize == 2
+        if self.narrow:
+            self.move_rows16 = move_rows
+        else:
+            self.move_rows = move_rows
         self.move_row = move_row
         self.byte_class = byte_class
         self.ref_off = ref_off
@@ -244,7 +251,11 @@ cdef class Pushdown:
 
     cdef inline int32_t move(self, int32_t q, int c) noexcept nogil:
         """Automaton state ``q``'s move on byte class ``c``, DEAD for none."""
-        cdef int32_t d = self.move_rows[self.move_row[q], c]
+        cdef int32_t d
+        if self.narrow:
+            d = self.move_rows16[self.move_row[q], c]
+            return DEAD if d == NO_MOVE16 else q + d
+        d = self.move_rows[self.move_row[q], c]
         return DEAD if d == NO_MOVE else q + d
 
     # -- storage -----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import numpy as np
 
 from structspec.errors import GrammarError
 from structspec.grammar.parse_state import MAX_STACKS, ParseState, StackLimitError
-from structspec.grammar.ruleset import NO_MOVE, RuleSet
+from structspec.grammar.ruleset import RuleSet, no_move
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.tokens.trie import TokenTrie
 
@@ -107,17 +107,20 @@ def _checked(code: int) -> int:
 
 
 def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
-    """The rule set as the core reads it: the shared move rows and each state's row, byte
+    """The rule set as the core reads it: the shared move rows (int16 or int32) and each state's row, byte
     classes, rule calls as offsets into (start, return) arrays, the final/movable/sink/plain
     flags, and the byte classes of every position of the UTF-8 multi-byte sequences (for loop
     probes)."""
-    move_rows = np.ascontiguousarray(rules.move_rows, np.int32)
+    move_rows = rules.move_rows
+    if move_rows.dtype not in (np.int16, np.int32) or move_rows.ndim != 2:
+        raise GrammarError("E108", "the move rows must be an int16 or int32 table")
+    move_rows = np.ascontiguousarray(move_rows)
     move_row = np.ascontiguousarray(rules.move_row, np.int32)
     n_states, n_classes = len(move_row), move_rows.shape[1]
     if n_states != rules.n_states or (n_states and not (move_row.min() >= 0 and move_row.max() < len(move_rows))):
         raise GrammarError("E108", "the move rows do not fit the automaton states")
     if move_rows.size and n_states:
-        moves = np.where(move_rows != NO_MOVE, move_rows, 0)
+        moves = np.where(move_rows != no_move(move_rows), move_rows, 0).astype(np.int64)
         states = np.arange(n_states, dtype=np.int64)
         lowest, highest = moves.min(axis=1)[move_row], moves.max(axis=1)[move_row]
         if not ((states + lowest >= 0).all() and (states + highest < n_states).all()):

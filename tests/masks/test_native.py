@@ -19,9 +19,9 @@ from test_masks import _byte_vocabularies, _grammars, _random_walk, _sub_vocab
 
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary
-from structspec.grammar import compiler
+from structspec.grammar import compiler, ruleset
 from structspec.grammar.parse_state import Frame
-from structspec.grammar.ruleset import NO_MOVE
+from structspec.grammar.ruleset import no_move
 from structspec.masks import runner as mask_runner
 from structspec.tokens import trie as token_tries
 
@@ -117,6 +117,18 @@ def test_idle_runners_give_their_tables_back(monkeypatch: pytest.MonkeyPatch) ->
         assert not used._runner.release()
     assert used._runner.nbytes > 0 and used._runner.release() and used._runner.nbytes == 0
     assert np.array_equal(idle._runner.mask(start), first)
+
+
+@SETTINGS
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16))
+def test_wide_move_rows_stay_exact(monkeypatch: pytest.MonkeyPatch, gbnf: str, vocab: Vocabulary, seed: int) -> None:
+    """Move rows kept as int32 (as grammars with far moves have them), read by the core and the
+    byte-by-byte advance alike."""
+    monkeypatch.setattr(ruleset, "NARROW_REACH", -1)
+    compiled = structspec.compile(_parsed(gbnf), vocab)
+    rows = compiled.rules.move_rows
+    assert rows.dtype == np.int32 or (rows == no_move(rows)).all()
+    _random_walk(compiled, seed, 8)
 
 
 @SETTINGS
@@ -314,11 +326,12 @@ def test_tables_past_their_limit_are_e108(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 @pytest.mark.parametrize("shift", [-1, 1])
-def test_move_rows_naming_missing_states_are_e108(shift: int) -> None:
+@pytest.mark.parametrize("dtype", [np.int16, np.int32])
+def test_move_rows_naming_missing_states_are_e108(shift: int, dtype: type) -> None:
     compiled, _ = _native()
     rules = compiled.rules
-    moved = rules.move_rows != NO_MOVE
-    bad = np.where(moved, rules.move_rows + shift * (rules.n_states + 1), NO_MOVE).astype(np.int32)
+    moved = rules.move_rows != no_move(rules.move_rows)
+    bad = np.where(moved, rules.move_rows + shift * (rules.n_states + 1), np.iinfo(dtype).min).astype(dtype)
     with pytest.raises(GrammarError) as caught:
         mask_runner.StackRunner(replace(rules, move_rows=bad), compiled._trie, compiled.vocabulary.text_ids,
                                 compiled.n_words)
