@@ -6,6 +6,9 @@ pushdown over *run states* (parse states numbered on first sight), swept depth f
 token trie with the GIL released.
 This module lays the rule set and the trie out as the flat arrays that core reads, serializes
 calls per runner, and turns the core's error codes into :class:`~structspec.errors.GrammarError`.
+The core's tables are scratch space made by a runner's first mask: a runner that computed none
+of the process's last ``IDLE_MASKS`` masks gives them back (docs/masks.md, *Memory per grammar,
+third pass*).
 """
 
 from __future__ import annotations
