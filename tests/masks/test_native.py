@@ -9,6 +9,7 @@ threshold so that small random vocabularies exercise them on every node.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import numpy as np
@@ -117,6 +118,32 @@ def test_idle_runners_give_their_tables_back(monkeypatch: pytest.MonkeyPatch) ->
         assert not used._runner.release()
     assert used._runner.nbytes > 0 and used._runner.release() and used._runner.nbytes == 0
     assert np.array_equal(idle._runner.mask(start), first)
+
+
+def test_runners_released_from_other_threads_stay_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads masking different grammars, each mask releasing every other idle runner (a busy
+    one is skipped): every mask equals the one computed alone."""
+    monkeypatch.setattr(mask_runner, "IDLE_MASKS", 1)
+    monkeypatch.setattr(mask_runner, "IDLE_CHECK", 1)
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"ab", b"bc", b'"', b'a"', b"1", b"12", None], eos_ids=[9])
+    sources = ('root ::= "\\"" [a-c]{0,30} "\\""', 'root ::= ("a" | "bc")+ [12]*', 'root ::= [a-c12"]{3,40}')
+
+    def walk(compiled: structspec.CompiledGrammar, seed: int) -> list[bytes]:
+        rng, state, seen = np.random.default_rng(seed), compiled.grammar.initial_state(), []
+        for _ in range(40):
+            words = compiled._runner.mask(state)
+            seen.append(words.tobytes())
+            allowed = [t for t in range(9) if (int(words[t >> 5]) >> (t & 31)) & 1]
+            if not allowed:
+                break
+            state = compiled.advance_token(state, int(rng.choice(allowed)))
+        return seen
+
+    alone = [walk(structspec.compile(Grammar.from_gbnf(g), vocab), i) for i, g in enumerate(sources)]
+    shared = [structspec.compile(Grammar.from_gbnf(g), vocab) for g in sources]
+    with ThreadPoolExecutor(6) as pool:
+        together = list(pool.map(lambda i: walk(shared[i % 3], i % 3), range(24)))
+    assert all(seen == alone[i % 3] for i, seen in enumerate(together))
 
 
 @SETTINGS
