@@ -1,5 +1,5 @@
 """Build the native cores (structspec/masks/_sweep.pyx, structspec/ir/_suffix.pyx,
-structspec/tokens/_trie.pyx); everything else is in
+structspec/ir/_byte_automata.pyx, structspec/tokens/_trie.pyx); everything else is in
 pyproject.toml."""
 
 from Cython.Build import cythonize
@@ -9,6 +9,7 @@ setup(
     ext_modules=cythonize(
         [Extension("structspec.masks._sweep", ["structspec/masks/_sweep.pyx"], extra_compile_args=["-O3"]),
          Extension("structspec.ir._suffix", ["structspec/ir/_suffix.pyx"], extra_compile_args=["-O3"]),
+         Extension("structspec.ir._byte_automata", ["structspec/ir/_byte_automata.pyx"], extra_compile_args=["-O3"]),
          Extension("structspec.tokens._trie", ["structspec/tokens/_trie.pyx"], extra_compile_args=["-O3"])],
         compiler_directives={"language_level": 3},
     )

@@ -7,7 +7,10 @@ thread, the trie built in setup), holds every compiled grammar with its caches, 
 growth of the resident set per grammar (`bench_masks.py`'s figure: both readings after a full
 collection and `malloc_trim`) and what the grammars hold:
 the whole-state mask cache (its entries, the distinct masks among them and their bytes), the
-native core's run-state tables (allocated and in use), the rule sets' move rows (the Python
+native core's run-state tables (allocated and in use; a runner that computed none of the
+process's last `IDLE_MASKS` masks has freed them, so only the grammars masked last hold any,
+and the largest tables any runner reached during the replay are reported beside them), the
+rule sets' move rows (the Python
 advance reads its byte moves off them too) and the process-wide rule-automata cache (compile
 time only, shared by every grammar the process compiles, reported as such). With `--trace`,
 `tracemalloc` runs during the replay (several times slower, and its bookkeeping inflates the
@@ -28,6 +31,7 @@ from peers import pin_single_thread
 from peers.tokens import load_tokenizer
 
 from structspec.grammar.compiler import _DFA_CACHE
+from structspec.masks.runner import StackRunner
 
 MIB = 1 << 20
 
@@ -46,6 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     peer = StructspecPeer(load_tokenizer(str(find_tokenizer_dir("llama3", assets))), relaxed=False)
     options = {"relaxed": False, "max_tokens": args.max_tokens, "schema_budget_s": args.schema_budget_s}
     mask_s: list[float] = []
+    peak = _track_peak_tables()
     if args.trace:
         tracemalloc.start(1)
     before = _rss_bytes() or 0
@@ -65,7 +70,9 @@ def main(argv: list[str] | None = None) -> None:
         "mask cache entries (the cache's estimate)": sum(c._states.nbytes for c in held),
         f"distinct mask arrays held ({len(distinct)} of {len(masks)} entries)":
             sum(words.nbytes for words in distinct.values()),
-        "run-state tables, allocated": sum(c._runner.nbytes for c in held),
+        f"run-state tables, allocated ({sum(c._runner.nbytes > 0 for c in held)} runners hold some)":
+            sum(c._runner.nbytes for c in held),
+        "run-state tables, the largest one runner held at once": peak[0],
         "run-state tables, in use": tables_in_use,
         f"move rows ({sum(c.rules.n_states for c in held)} states)":
             sum(c.rules.move_rows.nbytes + c.rules.move_row.nbytes for c in held),
@@ -80,6 +87,21 @@ def main(argv: list[str] | None = None) -> None:
         for stat in snapshot.statistics("lineno")[:25]:
             frame = stat.traceback[0]
             print(f"  {stat.size / MIB:8.1f} MiB {stat.count:8d} blocks  {frame.filename}:{frame.lineno}")
+
+
+def _track_peak_tables() -> list[int]:
+    """The largest tables (bytes allocated) any runner holds after a mask, from now on: what a
+    grammar in use holds, which the idle release hides from the growth at the end."""
+    peak = [0]
+    mask = StackRunner.mask
+
+    def tracked(self: StackRunner, *args, **kwargs):
+        words = mask(self, *args, **kwargs)
+        peak[0] = max(peak[0], self.nbytes)
+        return words
+
+    StackRunner.mask = tracked
+    return peak
 
 
 if __name__ == "__main__":

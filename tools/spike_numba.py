@@ -103,7 +103,7 @@ def numba_child(cache_dir: str) -> None:
         start = time.perf_counter()
         sweep(*args)
         runs.append(time.perf_counter() - start)
-    print(f"{imported:.3f} {first:.3f} {np.median(runs):.6f} {int(np.unpackbits(args[-1].view(np.uint8)).sum())}")
+    print(f"{imported:.6f} {first:.6f} {np.median(runs):.6f} {int(np.unpackbits(args[-1].view(np.uint8)).sum())}")
 
 
 def cython_child() -> None:
@@ -132,7 +132,7 @@ def cython_child() -> None:
         start = time.perf_counter()
         compiled._runner.mask(state)
         runs.append(time.perf_counter() - start)
-    print(f"{imported:.3f} {first:.3f} {np.median(runs):.6f} {int(np.unpackbits(words.view(np.uint8)).sum())}")
+    print(f"{imported:.6f} {first:.6f} {np.median(runs):.6f} {int(np.unpackbits(words.view(np.uint8)).sum())}")
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 Steps: pick which rules to inline (small and non-recursive), build one epsilon-NFA per
 remaining rule with byte-range, rule-reference and token-reference edges (character classes
 become UTF-8 byte-range sequences), then determinize each with the subset construction; both
-constructions are the automaton core of :mod:`structspec.ir.nfa`, over bytes here.
+in C (:mod:`structspec.ir._byte_automata`).
 Size limits keep pathological grammars from exhausting memory; past them compilation fails
 with ``E108`` naming the rule. Rules given as byte automata (``automata``: built elsewhere, such
 as the spans of a source text) are taken as they are, never inlined.
@@ -20,9 +20,9 @@ import numpy as np
 from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.grammar.ruleset import ByteMoves, RuleSet, shared_move_rows
 from structspec.grammar.utf8 import utf8_sequences
+from structspec.ir._byte_automata import AutomatonLimit, rule_automaton
 from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef, walk
-from structspec.ir.nfa import NFA, Determinized, determinize
 from structspec.lru import BoundedCache
 
 INLINE_LIMIT = 400  # estimated NFA states up to which a non-recursive rule is inlined
@@ -76,7 +76,7 @@ def compile_rules(
         rules, blocks = _blocked(table, given.keys())
         graph = _reference_graph(rules, root)
         order = list(graph)
-        inline = _inlinable(rules, order, graph) - given.keys() - blocks
+        inline = _inlinable(rules, order, graph, _shared_loops(rules, order)) - given.keys() - blocks
         compiled = [name for name in order if name not in inline or name == root]
         own = [None if name in given else _rule_dfa(rules, inline, name) for name in compiled]
         symbols = (sym for dfa in own if dfa is not None for sym in dfa.symbols)
@@ -111,16 +111,18 @@ def _renamed(dfa: _Layout, named: tuple[str, ...]) -> _Layout:
 
 
 def _build_dfa(table: Mapping[str, Rule], inline: set[str], rule: Rule) -> _Layout:
-    nfa = _RuleNFA(table, inline, rule)
-    start, end = nfa.state(), nfa.state()
-    nfa.build(rule.body, start, end)
-
-    def too_large() -> CompileLimitError:
-        return _limit_error(
+    try:
+        found = rule_automaton(rule.body, table, inline, utf8_sequences, NFA_LIMIT, DFA_LIMIT)
+    except AutomatonLimit as exc:
+        if exc.stage == "nfa":
+            raise _limit_error(rule, f"expands to more than {NFA_LIMIT} automaton states; split it into smaller rules "
+                               "or lower repetition counts") from None
+        raise _limit_error(
             rule, f"needs more than {DFA_LIMIT} automaton states after determinization; split it into smaller rules"
-        )
-
-    return _layout(determinize(nfa, nfa.closure([start]), lambda subset: end in subset, DFA_LIMIT, too_large))
+        ) from None
+    byte_class, moves, calls, symbols, accept = found
+    has_bytes = (moves >= 0).any(axis=1)
+    return _Layout(byte_class, _smallest(moves), calls, np.array(accept, dtype=bool), has_bytes, symbols)
 
 
 def _given_dfa(automaton: ByteAutomaton) -> _Layout:
@@ -249,51 +251,56 @@ def _reference_graph(table: Mapping[str, Rule], root: str) -> dict[str, dict[str
     return graph
 
 
-def _inlinable(table: Mapping[str, Rule], names: list[str], graph: Mapping[str, Collection[str]]) -> set[str]:
-    """Non-recursive rules whose inlined size stays small (``graph``: each rule's references)."""
-    recursive = _recursive_rules(graph, names)
-    estimates: dict[str, int] = {}
-    inline: set[str] = set()
-
-    def estimate(node: Expr) -> int:
-        if isinstance(node, Lit):
-            return len(node.text.encode("utf-8")) + 1
-        if isinstance(node, (CharClass, Chars)):
-            ranges = node.code_points() if isinstance(node, CharClass) else node.charset.ranges
-            return sum(len(seq) for seq in utf8_sequences(ranges)) + 1
-        if isinstance(node, Ref):
-            return rule_estimate(node.name) if node.name in inline else 1
-        if isinstance(node, TokenRef):
-            return 1
-        if isinstance(node, Seq):
-            return sum(estimate(child) for child in node.items) + 2
-        if isinstance(node, Alt):
-            return sum(estimate(child) for child in node.items) + 2
-        assert isinstance(node, Rep)
-        copies = max(node.low, 1) if node.high is None else max(node.high, 1)
-        return estimate(node.item) * copies + 2
-
-    def rule_estimate(name: str) -> int:
-        if name not in estimates:
-            estimates[name] = estimate(table[name].body)
-        return estimates[name]
-
+def _shared_loops(table: Mapping[str, Rule], names: list[str]) -> set[str]:
+    """Rules of ``names`` referred to more than once (by the rules of ``names``) whose body holds
+    an unbounded repetition; one walk over each body."""
     callers: dict[str, int] = {}
+    loops: set[str] = set()
     for name in names:
         for node in walk(table[name].body):
             if isinstance(node, Ref):
                 callers[node.name] = callers.get(node.name, 0) + 1
+            elif isinstance(node, Rep) and node.high is None:
+                loops.add(name)
+    return {name for name in loops if callers.get(name, 0) > 1}
 
-    def shared_loop(name: str) -> bool:
-        return callers.get(name, 0) > 1 and any(
-            isinstance(node, Rep) and node.high is None for node in walk(table[name].body)
-        )
 
+def _inlinable(
+    table: Mapping[str, Rule], names: list[str], graph: Mapping[str, Collection[str]], shared_loops: set[str]
+) -> set[str]:
+    """Non-recursive rules whose inlined size stays small (``graph``: each rule's references),
+    except ``shared_loops`` (see :func:`_shared_loops`)."""
+    recursive = _recursive_rules(graph, names)
+    estimates: dict[str, int] = {}
+    inline: set[str] = set()
     # Leaves first, so a rule's estimate already knows which of its callees are inlined.
     for name in reversed(_topological(graph, names)):
-        if name not in recursive and rule_estimate(name) <= INLINE_LIMIT and not shared_loop(name):
+        if name in recursive or name in shared_loops:
+            continue
+        estimates[name] = _estimate(table[name].body, inline, estimates)
+        if estimates[name] <= INLINE_LIMIT:
             inline.add(name)
     return inline
+
+
+def _estimate(node: Expr, inline: set[str], estimates: Mapping[str, int]) -> int:
+    """NFA states ``node`` takes, the rules of ``inline`` (with their ``estimates``) built in
+    place. (A module function rather than a closure: recursive closures form reference cycles,
+    which would keep the rule table alive until the next collection.)"""
+    if isinstance(node, Lit):
+        return len(node.text.encode("utf-8")) + 1
+    if isinstance(node, (CharClass, Chars)):
+        ranges = node.code_points() if isinstance(node, CharClass) else node.charset.ranges
+        return sum(len(seq) for seq in utf8_sequences(ranges)) + 1
+    if isinstance(node, Ref):
+        return estimates[node.name] if node.name in inline else 1
+    if isinstance(node, TokenRef):
+        return 1
+    if isinstance(node, (Seq, Alt)):
+        return sum(_estimate(child, inline, estimates) for child in node.items) + 2
+    assert isinstance(node, Rep)
+    copies = max(node.low, 1) if node.high is None else max(node.high, 1)
+    return _estimate(node.item, inline, estimates) * copies + 2
 
 
 def _recursive_rules(graph: Mapping[str, Collection[str]], names: list[str]) -> set[str]:
@@ -362,77 +369,8 @@ def _topological(graph: Mapping[str, Collection[str]], names: list[str]) -> list
     return list(reversed(order))
 
 
-class _Bytes:
-    """The alphabet of rule automata: UTF-8 bytes, an edge label being a 256-bit byte mask."""
-
-    def literal(self, text: str) -> list[int]:
-        return [1 << b for b in text.encode("utf-8")]
-
-    def chars(self, ranges: tuple[tuple[int, int], ...]) -> list[list[int]]:
-        return [[_range_mask(lo, hi) for lo, hi in seq] for seq in utf8_sequences(ranges)]
-
-    def split(self, edges: list[tuple[int, int]]) -> list[tuple[int, set[int]]]:
-        by_mask: dict[int, set[int]] = {}  # edges grouped first: a wide alternation shares a few masks
-        for mask, target in edges:
-            by_mask.setdefault(mask, set()).add(target)
-        if len(by_mask) == 1:  # the common case: nothing to refine
-            return list(by_mask.items())
-        pieces: list[tuple[int, set[int]]] = []
-        for mask, targets in by_mask.items():
-            pieces = _refine(pieces, mask, targets)
-        return pieces
-
-
-_BYTES = _Bytes()
-
-
-class _RuleNFA(NFA[int]):
-    """The NFA of one rule: inlined rules are built in place; other rule references and token
-    references are symbol edges carrying the called rule's name or the :class:`TokenRef`
-    (numbered only when the rule set is assembled, so automata are shared)."""
-
-    def __init__(self, table: Mapping[str, Rule], inline: set[str], rule: Rule) -> None:
-        def too_large() -> CompileLimitError:
-            return _limit_error(
-                rule, f"expands to more than {NFA_LIMIT} automaton states; split it into smaller rules or lower "
-                "repetition counts"
-            )
-
-        super().__init__(_BYTES, NFA_LIMIT, too_large)
-        self.table = table
-        self.inline = inline
-
-    def leaf(self, expr: Expr, start: int, end: int) -> None:
-        if isinstance(expr, Ref):
-            if expr.name in self.inline:
-                self.build(self.table[expr.name].body, start, end)
-            else:
-                self.symbol(start, expr.name, end)
-        elif isinstance(expr, TokenRef):
-            self.symbol(start, expr, end)
-        else:
-            super().leaf(expr, start, end)
-
-
 def _limit_error(rule: Rule, what: str) -> CompileLimitError:
     return CompileLimitError(Diagnostic("E108", f"rule {rule.name!r} {what}", rule.line, rule.column))
-
-
-def _range_mask(low: int, high: int) -> int:
-    return ((1 << (high + 1)) - 1) ^ ((1 << low) - 1)
-
-
-def _layout(dfa: Determinized[int]) -> _Layout:
-    """One rule's deterministic automaton (local state numbers, 0 the start) as arrays: what
-    the cache keeps and what assembling a grammar copies (no Python object per state)."""
-    byte_class, table = _local_classes(dfa.edges)
-    symbols: dict[str | TokenRef, int] = {}
-    edges = [
-        (q, symbols.setdefault(sym, len(symbols)), t) for q, moves in enumerate(dfa.moves) for sym, t in moves.items()
-    ]
-    calls = tuple(np.array(column, dtype=np.int32) for column in zip(*edges, strict=True)) if edges else _NO_CALLS
-    has_bytes = (table >= 0).any(axis=1)
-    return _Layout(byte_class, _smallest(table), calls, np.array(dfa.accept, dtype=bool), has_bytes, tuple(symbols))
 
 
 def _smallest(table: np.ndarray) -> np.ndarray:
@@ -447,6 +385,9 @@ _NO_CALLS = (np.zeros(0, dtype=np.int32),) * 3
 
 
 class _Layout(NamedTuple):
+    """One rule's deterministic automaton (local state numbers, 0 the start) as arrays: what
+    the cache keeps and what assembling a grammar copies (no Python object per state)."""
+
     byte_class: np.ndarray  # byte -> local class (uint8, or int32 for a given automaton's)
     table: np.ndarray | None  # [state, local class] -> local target, -1 for none (None: see moves)
     calls: tuple[np.ndarray, np.ndarray, np.ndarray]  # symbol edges: (state, index into symbols, target)
@@ -455,25 +396,6 @@ class _Layout(NamedTuple):
     symbols: tuple[str | TokenRef, ...] = ()  # the rules and token references the calls name
     moves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a given automaton's (src, byte, dst)
     named: tuple[str, ...] = ()  # the rules it refers to, numbered as in its cache key (see _shape)
-
-
-def _refine(pieces: list[tuple[int, set[int]]], mask: int, targets: set[int]) -> list[tuple[int, set[int]]]:
-    """Split disjoint byte pieces so that ``mask -> targets`` is added without overlaps."""
-    out = []
-    remaining = mask
-    for piece_mask, piece_targets in pieces:
-        common = piece_mask & mask
-        if common:
-            out.append((common, piece_targets | targets))
-            rest = piece_mask & ~mask
-            if rest:
-                out.append((rest, piece_targets))
-            remaining &= ~piece_mask
-        else:
-            out.append((piece_mask, piece_targets))
-    if remaining:
-        out.append((remaining, set(targets)))
-    return out
 
 
 def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: tuple[TokenRef, ...]) -> RuleSet:
@@ -546,38 +468,3 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
         sink=(final & ~movable & ~has_refs).tobytes(),
         plain=(has_bytes & ~final & ~has_refs & ~has_tokens).tobytes(),
     )
-
-
-def _bits(mask: int) -> list[int]:
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
-
-
-def _local_classes(pieces: list[list[tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes that move every state alike share a class; ``table[q, class]`` is the move (-1:
-    none). ``pieces`` are each state's disjoint (byte mask, target) moves. Plain Python: rules
-    are small, and numpy's per-call cost would dominate."""
-    masks = dict.fromkeys(mask for moves in pieces for mask, _ in moves)
-    parts = [(1 << 256) - 1]
-    for mask in masks:
-        parts = [part for whole in parts for part in (whole & mask, whole & ~mask) if part]
-    inside = {mask: [c for c, part in enumerate(parts) if part & mask] for mask in masks}
-    columns = [[-1] * len(pieces) for _ in parts]
-    for q, moves in enumerate(pieces):
-        for mask, target in moves:
-            for c in inside[mask]:
-                columns[c][q] = target
-    # Different masks can lead to the same states: parts that move alike merge into one class.
-    classes: dict[tuple[int, ...], list[int]] = {}
-    for part, column in zip(parts, columns, strict=True):
-        classes.setdefault(tuple(column), []).append(part)
-    byte_class = np.zeros(256, dtype=np.uint8)  # at most 256 classes
-    for c, members in enumerate(classes.values()):
-        for part in members:
-            byte_class[_bits(part)] = c
-    table = np.array(list(classes), dtype=np.int32).reshape(len(classes), len(pieces)).T
-    return byte_class, np.ascontiguousarray(table)

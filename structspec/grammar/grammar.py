@@ -36,6 +36,23 @@ _TABLES: BoundedCache[tuple, dict[str, Rule]] = BoundedCache(
 """Rule tables of texts with given rules (about 40 bytes of syntax tree per character of text)."""
 
 
+def _compile(text: str, root: str, automata: Mapping[str, ByteAutomaton] | None) -> RuleSet:
+    """The rule set of ``text`` (see :meth:`Grammar.from_gbnf`); raises
+    :class:`~structspec.GrammarError`."""
+    key = None
+    if automata and all(isinstance(a, ByteAutomaton) for a in automata.values()):
+        key = (text, root, tuple((name, bool(a.final[0])) for name, a in automata.items()))
+    table = _TABLES.get(key, None) if key is not None else None
+    if table is None:
+        table = _rule_table(text, root, automata or {})
+        if key is not None:
+            _TABLES.put(key, table)
+    try:
+        return compile_rules(table, root, automata)
+    except CompileLimitError as exc:
+        raise exc.diagnostic.to_error(text) from None
+
+
 class Grammar:
     """A compiled grammar. Build it with :meth:`from_gbnf` (or a converter); never mutated.
 
@@ -68,19 +85,10 @@ class Grammar:
         byte automaton built elsewhere (the spans of a source text: docs/grounded.md). The rule
         table of such a text is kept for the next few calls with the same text and the same given
         rules' names and nullability (a grounded schema's text is the same for every source)."""
-        key = None
-        if automata and all(isinstance(a, ByteAutomaton) for a in automata.values()):
-            key = (text, root, tuple((name, bool(a.final[0])) for name, a in automata.items()))
-        table = _TABLES.get(key, None) if key is not None else None
         with paused_collection():
-            if table is None:
-                table = _rule_table(text, root, automata or {})
-                if key is not None:
-                    _TABLES.put(key, table)
-            try:
-                ruleset = compile_rules(table, root, automata)
-            except CompileLimitError as exc:
-                raise exc.diagnostic.to_error(text) from None
+            # The syntax trees die inside the block (they are local to _compile), so the
+            # collection that may follow it does not walk them.
+            ruleset = _compile(text, root, automata)
         return cls(root, ruleset, text, automata)
 
     @classmethod

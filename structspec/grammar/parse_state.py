@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from structspec.errors import GrammarError
-from structspec.grammar.ruleset import NO_BYTE, NO_MOVE, SEVERAL_BYTES, RuleSet
+from structspec.grammar.ruleset import NO_BYTE, SEVERAL_BYTES, RuleSet
 
 MAX_STACKS = 10_000
 
@@ -161,13 +161,13 @@ class ParseState:
         """Consume ``data[i]`` and, while a single stack stays inside plain states, more."""
         rules = self.rules
         moves = rules.byte_moves
-        rows, row_of, class_of = moves.rows, moves.row_of, moves.class_of
+        rows, row_of, class_of, no_move = moves.rows, moves.row_of, moves.class_of, moves.no_move
         b = data[i]
         if len(self.heads) == 1:
             head = self.heads[0]
             q = head.state
             step = rows[row_of[q], class_of[b]]
-            if step == NO_MOVE:
+            if step == no_move:
                 return None, i
             q += step
             i += 1
@@ -175,7 +175,7 @@ class ParseState:
             n = len(data)
             while plain[q] and i < n:
                 step = rows[row_of[q], class_of[data[i]]]
-                if step == NO_MOVE:
+                if step == no_move:
                     return None, i
                 q += step
                 i += 1
@@ -185,7 +185,7 @@ class ParseState:
             column = class_of[b]
             for head in self.heads:
                 step = rows[row_of[head.state], column]
-                if step != NO_MOVE:
+                if step != no_move:
                     frames.append(frame(rules, head.state + step, head.parent))
             if not frames:
                 return None, i

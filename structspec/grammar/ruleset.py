@@ -17,10 +17,11 @@ Layout (decided once; states and masks index into it, so changing it is a breaki
   state (0 or 1): read as fast as a tuple, an eighth of its size.
 * ``byte_class`` (256 entries) groups bytes that no transition tells apart. The moves per
   class are kept relative to the state and shared between states: ``move_rows[move_row[q], c]``
-  is ``target - q`` (``NO_MOVE``: none). The inlined copies of a rule (``string`` under every
-  property) move alike up to their offset, so a schema grammar has a few thousand rows for tens
-  of thousands of states. :meth:`RuleSet.class_table` expands them into the dense
-  ``[state, class]`` table (-1 = no move) for vectorized code.
+  is ``target - q`` (:func:`no_move`: none), int16 where every move fits, else int32. The
+  inlined copies of a rule (``string`` under every property) move alike up to their offset, so
+  a schema grammar has a few thousand rows for tens of thousands of states.
+  :meth:`RuleSet.class_table` expands them into the dense ``[state, class]`` table (-1 = no
+  move) for vectorized code.
 
 Nothing here is mutated after construction; parse states only hold state numbers.
 """
@@ -34,28 +35,34 @@ import numpy as np
 
 from structspec.ir.expr import TokenRef
 
-NO_MOVE = np.iinfo(np.int32).min
-"""``move_rows`` entry for no move on a class."""
+NARROW_REACH = np.iinfo(np.int16).max
+"""Move rows are int16 when every move stays within this many states of its source."""
 SEVERAL_BYTES, NO_BYTE = -1, -2
 """``ByteMoves.only`` entries for a row that moves on several bytes, on none."""
+
+
+def no_move(rows: np.ndarray) -> int:
+    """The ``move_rows`` entry for no move on a class: the least value of their dtype."""
+    return int(np.iinfo(rows.dtype).min)
 
 
 class ByteMoves:
     """The byte moves of every state, read straight off the shared move rows: nothing is
     built or kept per state. The byte-by-byte advance reads ``rows[row_of[q], class_of[b]]``
-    (``target - q``, or ``NO_MOVE``) inline: memoryviews index to plain ints without numpy's
+    (``target - q``, or ``no_move``) inline: memoryviews index to plain ints without numpy's
     per-call cost."""
 
-    __slots__ = ("_byte_class", "_move_rows", "class_of", "only", "row_of", "rows")
+    __slots__ = ("_byte_class", "_move_rows", "class_of", "no_move", "only", "row_of", "rows")
 
     def __init__(self, byte_class: np.ndarray, move_rows: np.ndarray, move_row: np.ndarray) -> None:
         self._byte_class = byte_class
         self._move_rows = move_rows
-        self.rows = memoryview(np.ascontiguousarray(move_rows, dtype=np.int32))
+        self.rows = memoryview(np.ascontiguousarray(move_rows))
+        self.no_move = no_move(move_rows)
         self.row_of = memoryview(np.ascontiguousarray(move_row, dtype=np.int32))
         self.class_of = bytes(byte_class.astype(np.uint8))  # at most 256 classes
         # only[row]: the one byte a state of that row moves on; SEVERAL_BYTES or NO_BYTE (forced bytes)
-        moving = move_rows != NO_MOVE
+        moving = move_rows != self.no_move
         counts = moving.astype(np.int64) @ np.bincount(byte_class, minlength=move_rows.shape[1])
         lowest = np.full(move_rows.shape[1], 256, dtype=np.int64)
         np.minimum.at(lowest, byte_class, np.arange(256))
@@ -68,21 +75,28 @@ class ByteMoves:
     def of(self, q: int) -> dict[int, int]:
         """State ``q``'s moves, byte -> next state (built anew on each call)."""
         relative = self._move_rows[self.row_of[q]]
-        where = np.flatnonzero(relative[self._byte_class] != NO_MOVE)
+        where = np.flatnonzero(relative[self._byte_class] != self.no_move)
         targets = (relative.astype(np.int64) + q)[self._byte_class[where]]
         return dict(zip(where.tolist(), targets.tolist(), strict=True))
 
 
 def shared_move_rows(class_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(move_rows, move_row)`` of a dense class table (int32 ``[state, class]``, -1 = no
-    move): each distinct row of moves relative to its state once, and each state's row."""
+    move): each distinct row of moves relative to its state once (int16 when every move stays
+    within ``NARROW_REACH`` states, else int32; :func:`no_move` for none), and each state's row."""
+    wide = np.iinfo(np.int32).min
     states = np.arange(len(class_table), dtype=np.int32)[:, None]
-    relative = np.ascontiguousarray(np.where(class_table >= 0, class_table - states, NO_MOVE), dtype=np.int32)
-    if not relative.size:  # no states, or no classes: one empty row at most
-        return relative[:1], np.zeros(len(class_table), dtype=np.int32)
-    whole_rows = relative.view(np.dtype((np.void, relative.itemsize * relative.shape[1]))).ravel()
-    _, first, move_row = np.unique(whole_rows, return_index=True, return_inverse=True)
-    return relative[first], move_row.astype(np.int32)
+    relative = np.ascontiguousarray(np.where(class_table >= 0, class_table - states, wide), dtype=np.int32)
+    if relative.size:  # else no states, or no classes: one empty row at most
+        whole_rows = relative.view(np.dtype((np.void, relative.itemsize * relative.shape[1]))).ravel()
+        _, first, move_row = np.unique(whole_rows, return_index=True, return_inverse=True)
+        relative, move_row = relative[first], move_row.astype(np.int32)
+    else:
+        relative, move_row = relative[:1], np.zeros(len(class_table), dtype=np.int32)
+    moving = relative != wide
+    if not moving.any() or np.abs(relative[moving]).max() <= NARROW_REACH:
+        relative = np.where(moving, relative, np.iinfo(np.int16).min).astype(np.int16)
+    return relative, move_row
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,8 +130,8 @@ class RuleSet:
         """The dense move table, int32 ``[state, class]`` (-1 = no move), for the byte classes
         ``classes`` (all by default); built anew on each call."""
         rows = self.move_rows if classes is None else self.move_rows[:, classes]
-        table = rows[self.move_row]
-        moved = table != NO_MOVE
+        table = rows[self.move_row].astype(np.int32)
+        moved = table != no_move(self.move_rows)
         table += np.arange(self.n_states, dtype=np.int32)[:, None] * moved
         table[~moved] = -1
         return table

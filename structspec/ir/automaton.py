@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -34,11 +34,13 @@ class DFA:
     """A trimmed deterministic automaton: every state is reachable and can reach acceptance.
 
     ``edges[q]`` lists ``(charset, target)`` with pairwise disjoint charsets. An automaton with
-    no states accepts nothing.
+    no states accepts nothing. ``minimal``: known to have no two states that accept the same
+    strings (made by :func:`minimize`), which lets :func:`complement` skip minimizing again.
     """
 
     edges: tuple[tuple[tuple[CharSet, int], ...], ...]
     accept: tuple[bool, ...]
+    minimal: bool = field(default=False, compare=False, repr=False)
 
     @property
     def empty(self) -> bool:
@@ -122,7 +124,9 @@ def dfa_from_regex(expr: Expr | None, *, search: bool) -> DFA:
     def too_large() -> TooComplexError:
         return TooComplexError("pattern needs too many automaton states")
 
-    found = determinize(nfa, nfa.closure([start], ("^",)) | {at_start}, accepting, MAX_STATES, too_large)
+    found = determinize(
+        nfa, _CODE_POINTS.split, nfa.closure([start], ("^",)) | {at_start}, accepting, MAX_STATES, too_large
+    )
     return minimize(DFA(tuple(map(tuple, found.edges)), tuple(found.accept)))
 
 
@@ -193,9 +197,12 @@ def intersect(a: DFA, b: DFA) -> DFA:
 
 
 def complement(a: DFA) -> DFA:
-    """Strings ``a`` rejects."""
+    """Strings ``a`` rejects. The complement of a minimal automaton is minimal once trimmed:
+    its states' languages are those of ``a``'s states complemented, all distinct, and the new
+    sink's (every string) differs from each of them, since each of ``a``'s states accepts
+    something."""
     if a.empty:
-        return DFA((((ANY, 0),),), (True,))
+        return DFA((((ANY, 0),),), (True,), minimal=True)
     dead = len(a.accept)
     edges = []
     for out in a.edges:
@@ -206,6 +213,8 @@ def complement(a: DFA) -> DFA:
         edges.append(out + (((rest, dead),) if rest else ()))
     edges.append(((ANY, dead),))
     accept = (*(not x for x in a.accept), True)
+    if a.minimal:
+        return replace(_trim(DFA(tuple(edges), accept)), minimal=True)
     return minimize(DFA(tuple(edges), accept))
 
 
@@ -254,7 +263,7 @@ def minimize(a: DFA) -> DFA:
             tb = remap[block[t]]
             rows[b][tb] = rows[b][tb] | cs if tb in rows[b] else cs
     edges = tuple(tuple((cs, t) for t, cs in row.items()) for row in rows)
-    return DFA(edges, tuple(accept))
+    return DFA(edges, tuple(accept), minimal=True)
 
 
 def _equivalence_blocks(table: list[list[int]], accept: tuple[bool, ...]) -> list[int]:

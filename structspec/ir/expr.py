@@ -13,7 +13,7 @@ of producing an invalid or useless rule. Text is printed by :mod:`structspec.ir.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from structspec.ir.charset import MAX_CODE_POINT, CharSet, merge_ranges
@@ -132,13 +132,19 @@ def children(expr: Expr) -> tuple[Expr, ...]:
     return ()
 
 
-def walk(expr: Expr) -> Iterator[Expr]:
-    """Yield a node and all of its sub-expressions, depth first."""
+def walk(expr: Expr) -> list[Expr]:
+    """A node and all of its sub-expressions, depth first (a list: rule analysis walks every
+    rule of a grammar several times, and a generator costs a frame switch per node)."""
+    out = []
     stack = [expr]
     while stack:
         current = stack.pop()
-        yield current
-        stack.extend(reversed(children(current)))
+        out.append(current)
+        if isinstance(current, (Seq, Alt)):
+            stack += current.items[::-1]
+        elif isinstance(current, Rep):
+            stack.append(current.item)
+    return out
 
 
 EMPTY = Lit("")

@@ -1,12 +1,13 @@
-"""Automata from expressions: the one NFA construction and the one subset construction.
+"""Automata from expressions: the NFA construction and the subset construction, generic over
+an alphabet.
 
-Both kinds of automaton in the project are built here. The grammar compiler's rule automata
-run over UTF-8 bytes (an edge label is a 256-bit mask of bytes); the converters' DFAs run over
-code points (a label is a :class:`~structspec.ir.charset.CharSet`). An :class:`Alphabet` says
-how characters become labels and how the labelled edges leaving a set of states split into
-disjoint ones; everything else is shared: states and epsilon edges, symbol edges (a rule call
-or a token reference, which become moves of their own), the repeat expansion, the size limits
-and the determinization.
+The converters' DFAs are built here, over code points (a label is a
+:class:`~structspec.ir.charset.CharSet`). An :class:`Alphabet` says how characters become
+labels; the rest is alphabet-free: states and epsilon edges, symbol edges (moves of their own),
+guarded epsilon edges, the repeat expansion and the size limits; :func:`determinize` is given
+how the labelled edges leaving a set of states split into disjoint ones. The grammar compiler's
+rule automata over bytes are built the same way in C (:mod:`structspec.ir._byte_automata`),
+which its tests check against this construction over a byte alphabet.
 """
 
 from __future__ import annotations
@@ -30,10 +31,6 @@ class Alphabet(Protocol[Label]):
     def chars(self, ranges: Ranges) -> Iterable[Sequence[Label]]:
         """Label sequences, one path each, that together match one character of ``ranges``
         (sorted, merged code point ranges)."""
-        ...
-
-    def split(self, edges: Sequence[tuple[Label, int]]) -> Iterable[tuple[Label, Collection[int]]]:
-        """Disjoint labels covering ``edges``' labels, each with the targets it leads to."""
         ...
 
 
@@ -162,14 +159,16 @@ class Determinized(NamedTuple, Generic[Label]):
 
 def determinize(
     nfa: NFA[Label],
+    split: Callable[[Sequence[tuple[Label, int]]], Iterable[tuple[Label, Collection[int]]]],
     initial: frozenset[int],
     accepting: Callable[[frozenset[int]], bool],
     limit: int,
     too_large: Callable[[], Exception],
 ) -> Determinized[Label]:
-    """The subset construction from the state set ``initial``; the sets reached are closed
-    with ``nfa.closure`` (no guard holds). Past ``limit`` states, raises ``too_large()``."""
-    split = nfa.alphabet.split
+    """The subset construction from the state set ``initial``; ``split`` gives the disjoint
+    labels covering a set of labelled edges, each with the targets it leads to. The sets
+    reached are closed with ``nfa.closure`` (no guard holds). Past ``limit`` states, raises
+    ``too_large()``."""
     single: dict[int, frozenset[int]] = {}  # closures of one state (most moves lead to one), kept
 
     def closure(targets: Collection[int]) -> frozenset[int]:

@@ -12,6 +12,7 @@ the linter keep printable Unicode as it is (``ascii_only=False``), as a person w
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -83,9 +84,10 @@ def _suffix(low: int, high: int | None) -> str:
     return f"{{{low},{high}}}"
 
 
+@functools.lru_cache(maxsize=4096)
 def _format_set(charset: CharSet, ascii_only: bool) -> str:
     """The shorter spelling of a set: ``.``, ``[...]`` or ``[^...]``, with a two-character range
-    written as its two characters."""
+    written as its two characters. Cached: converters print the same few sets over and over."""
     if charset == ANY:
         return "."
     negated = len(charset.complement().ranges) < len(charset.ranges)

@@ -87,20 +87,22 @@ def _sequence(
     if max_i is not None and max_i < min_i:
         return None
 
-    def tail(i: int) -> MaybeExpr:
-        """Elements from position ``i`` on, after ``i`` elements (``i >= 1``)."""
-        if max_i is not None and i >= max_i:
-            return EMPTY
-        if i < len(items):
-            more = seq(sep, items[i], tail(i + 1))
-            return opt(more) if i >= min_i else more
-        limit = None if max_i is None else max_i - i
-        return counted(builder, seq(sep, rest), max(0, min_i - i), limit)
-
     if max_i == 0:
         return EMPTY
+    # The elements after the first, built from the last position back (a loop, not a recursive
+    # closure: that would be a reference cycle holding the builder until the next collection).
+    # Past the positional items (or at max_i) the tail is the repeats of ``rest`` (or nothing);
+    # before, position i is ``sep items[i]`` then the tail from i + 1, optional from min_i on.
+    last = max(1, len(items) if max_i is None else min(len(items), max_i))
+    if max_i is not None and last >= max_i:
+        tail: MaybeExpr = EMPTY
+    else:
+        tail = counted(builder, seq(sep, rest), max(0, min_i - last), None if max_i is None else max_i - last)
+    for i in range(last - 1, 0, -1):
+        more = seq(sep, items[i], tail)
+        tail = opt(more) if i >= min_i else more
     first = items[0] if items else rest
-    body = seq(first, tail(1))
+    body = seq(first, tail)
     return opt(body) if min_i == 0 else body
 
 

@@ -91,13 +91,13 @@ class GrammarBuilder:
 
     def render(self, root: str = "root") -> str | None:
         """The grammar text, or ``None`` when ``root`` matches nothing."""
-        rules = self._productive()
+        rules, referred = self._productive()
         if root not in rules:
             return None
         seen = {root}
         pending = [root]
         while pending:  # the rules reachable from the root; given rules are leaves
-            refs = references(rules[pending.pop()])
+            refs = referred[pending.pop()]
             seen |= refs & self.given.keys()
             for ref in refs - self.given.keys():
                 if ref not in seen:
@@ -114,15 +114,17 @@ class GrammarBuilder:
                 raise too_large(f"the grammar would be larger than {MAX_GRAMMAR_BYTES >> 20} MiB")
         return "\n".join(lines) + "\n"
 
-    def _productive(self) -> dict[str, Expr]:
-        """Rules that derive at least one string, with dead references removed.
+    def _productive(self) -> tuple[dict[str, Expr], dict[str, set[str]]]:
+        """Rules that derive at least one string, with dead references removed, and the rules
+        each of them refers to.
 
         A worklist: a rule is checked once, then again only when a rule it refers to turns out
         productive, so the work is linear in the grammar rather than in rules times chain length.
         """
         users: dict[str, list[str]] = {}
-        for name, expr in self.rules.items():
-            for ref in references(expr):
+        referred = {name: references(expr) for name, expr in self.rules.items()}
+        for name, refs in referred.items():
+            for ref in refs:
                 users.setdefault(ref, []).append(name)
         alive: set[str] = set(self.given)
         pending = [name for name, expr in self.rules.items() if expr is not None]
@@ -140,11 +142,12 @@ class GrammarBuilder:
         out: dict[str, Expr] = {}
         for name, expr in self.rules.items():
             if name in alive and expr is not None:
-                if not references(expr) <= alive:  # rebuilt only when a branch has to go
+                if not referred[name] <= alive:  # rebuilt only when a branch has to go
                     expr = substitute(expr, keep)
+                    referred[name] = references(expr)
                 if expr is not None:
                     out[name] = expr
-        return out
+        return out, referred
 
 
 def _simple(expr: Expr) -> bool:

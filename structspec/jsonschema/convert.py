@@ -36,7 +36,7 @@ from structspec.jsonschema.numeric import number_expr
 from structspec.jsonschema.objects import object_expr
 from structspec.jsonschema.resolve import Document, Loc
 from structspec.jsonschema.strings import StringSpec, spec_from_facets, string_expr
-from structspec.jsonschema.values import KeySets, fast_validator_class, value_key
+from structspec.jsonschema.values import enum_keys, fast_validator_class, value_key
 from structspec.lru import ENTRY_OVERHEAD, BoundedCache
 
 WHITESPACE = ("compact", "flexible")
@@ -99,8 +99,7 @@ class Converter:
         self.expander = Expander(self)
         self.grounded = GroundedStrings(grounding)
         self._draft = _dialect(schema)
-        fast = fast_validator_class(self._draft, KeySets())
-        self._validator = fast(schema, format_checker=self._draft.FORMAT_CHECKER)
+        self._validator = fast_validator_class(self._draft)(schema, format_checker=self._draft.FORMAT_CHECKER)
         self._node_validators: dict[int, Any] = {}
         self._valid: dict[tuple[Hashable, str], bool] = {}
         self._meanings: dict[int, Hashable] = {}
@@ -173,8 +172,14 @@ class Converter:
 
     # -- compilation ---------------------------------------------------------------------------
     def convert(self) -> str:
-        with deadline(self.time_limit, lambda seconds: timeout(seconds, self._where)):
-            return self._convert()
+        """The grammar text; one call per converter. The expander, which refers back to the
+        converter, is dropped at the end, so that reference counting frees the run's syntax
+        trees at once rather than leaving a cycle to the collector."""
+        try:
+            with deadline(self.time_limit, lambda seconds: timeout(seconds, self._where)), enum_keys():
+                return self._convert()
+        finally:
+            del self.expander
 
     def _convert(self) -> str:
         self._check_metaschema()
@@ -470,9 +475,11 @@ def convert_schema(
     with paused_collection():
         converter = Converter(schema, whitespace, strict, property_order, time_limit, grounding)
         text = converter.convert()
-    if key is not None and not converter.grounded.source_shaped:
-        _TEMPLATES.put(key, _Template(text, dict(converter.grounded.spans)))
-    return ConvertedSchema(text, dict(converter.builder.given))
+        grounded, given = converter.grounded, dict(converter.builder.given)
+        del converter  # its syntax trees die inside the block: the collection after it does not walk them
+    if key is not None and not grounded.source_shaped:
+        _TEMPLATES.put(key, _Template(text, dict(grounded.spans)))
+    return ConvertedSchema(text, given)
 
 
 def schema_to_gbnf(

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from structspec.budget import check
 from structspec.ir.automaton import (
+    DFA,
     TooComplexError,
     dfa_from_regex,
     dfa_from_strings,
@@ -150,7 +151,17 @@ def _integers(
             )
             return expr
         host.derived[key] = dfa
-    return emit_dfa(dfa, chars, host, f"{name}-int")
+    return _emitted(host, dfa, f"{name}-int")
+
+
+def _emitted(host: NumberHost, dfa: DFA, base: str) -> MaybeExpr:
+    """``dfa`` (one kept in ``host.derived``) as GBNF, its rules defined once per conversion: the
+    same number schema under many properties refers to one set of rules rather than a copy
+    each."""
+    key = ("emitted", id(dfa))
+    if key not in host.derived:  # the entry holds the automaton, so its id is not reused
+        host.derived[key] = (dfa, emit_dfa(dfa, chars, host, base))
+    return host.derived[key][1]
 
 
 def float_safe_steps(divisors: list[int | float]) -> list[tuple[int, int | None]] | None:
@@ -256,7 +267,7 @@ def _listed_fractions(
                 spellings.append(format(Decimal(repr(value)), "f"))  # 0.00001, never 1e-05
         host.derived[key] = dfa_from_strings(spellings) if spellings else None
     dfa = host.derived[key]
-    listed = emit_dfa(dfa, chars, host, f"{name}-frac") if dfa is not None else None
+    listed = _emitted(host, dfa, f"{name}-frac") if dfa is not None else None
     return alt(listed, binary)
 
 
@@ -316,6 +327,6 @@ def _binary_multiples(
             except TooComplexError:
                 host.derived[key] = None
         dfa = host.derived[key]
-        return None if dfa is None else emit_dfa(dfa, chars, host, f"{name}-frac")
+        return None if dfa is None else _emitted(host, dfa, f"{name}-frac")
     return expr
 

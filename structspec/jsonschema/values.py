@@ -4,12 +4,16 @@
 each of *n* values against an ``enum`` of *n* costs *n²* comparisons (a 50,000-value enum: over
 a billion). :func:`value_key` gives each value a hashable key with ``jsonschema``'s notion of
 equality (``1 == 1.0``, ``true != 1``, members and items compared recursively), and
-:func:`fast_validator_class` swaps ``enum`` for a set lookup on those keys.
+:func:`fast_validator_class` swaps ``enum`` for a set lookup on those keys, kept per conversion
+(:func:`enum_keys`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import jsonschema
@@ -51,12 +55,31 @@ class KeySets:
         return entry[1]
 
 
-def fast_validator_class(cls: type, keys: KeySets) -> type:
-    """``cls`` with ``enum`` checked by a set lookup in ``keys``, same results otherwise."""
+_KEYS: ContextVar[KeySets | None] = ContextVar("structspec_enum_keys", default=None)
+
+
+@contextmanager
+def enum_keys() -> Iterator[KeySets]:
+    """Within the block (one conversion), validators of :func:`fast_validator_class` look
+    ``enum`` values up in one :class:`KeySets` (per thread: a context variable)."""
+    keys = KeySets()
+    token = _KEYS.set(keys)
+    try:
+        yield keys
+    finally:
+        _KEYS.reset(token)
+
+
+@functools.cache
+def fast_validator_class(cls: type) -> type:
+    """``cls`` with ``enum`` checked by a set lookup in the key sets of the enclosing
+    :func:`enum_keys` block (outside one, as ``cls`` does), same results either way. Built once
+    per dialect: making a validator class costs about half a millisecond."""
     original = cls.VALIDATORS["enum"]
 
     def enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-        if isinstance(enums, list):
+        keys = _KEYS.get()
+        if keys is not None and isinstance(enums, list):
             try:
                 found = value_key(instance) in keys.of(enums)
             except TypeError:  # not JSON values: compare the slow way below

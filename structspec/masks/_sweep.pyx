@@ -15,7 +15,7 @@ object on the way to a mask, and sweeps run with the GIL released (callers seria
 per object).
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
@@ -28,7 +28,8 @@ cdef enum:
     ERR_SIZE = -4  # the tables outgrew their limits (or memory): GrammarError E108
     ESCAPE = -5  # a sweep of cut stacks popped into the frame that stands for what was cut off
 
-cdef int32_t NO_MOVE = -2147483648  # structspec.grammar.ruleset.NO_MOVE: no move on a class
+cdef int32_t NO_MOVE = -2147483648  # structspec.grammar.ruleset.no_move of int32 rows: no move on a class
+cdef int16_t NO_MOVE16 = -32768  # the same of int16 rows
 
 cdef int MAX_CLOSED = 16  # run states a probed loop set may wander through
 cdef int MAX_SPLITS = 64  # loop splits one grammar keeps at hand (the vocabulary's cache keeps more)
@@ -167,7 +168,9 @@ cdef class Pushdown:
     """
 
     # grammar (read-only, owned by the numpy arrays kept below)
-    cdef const int32_t[:, ::1] move_rows  # shared rows of moves relative to the state (see move())
+    cdef const int32_t[:, ::1] move_rows  # shared rows of moves relative to the state (see move()), int32
+    cdef const int16_t[:, ::1] move_rows16  # or int16 (narrow)
+    cdef bint narrow
     cdef const int32_t[::1] move_row  # each automaton state's row
     cdef const int32_t[::1] byte_class
     cdef const int32_t[::1] ref_off
@@ -258,7 +261,11 @@ cdef class Pushdown:
                  int split_steps=16):
         self._keep = (move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain, multi_seq,
                       multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids)
-        self.move_rows = move_rows
+        self.narrow = move_rows.dtype.itemsize == 2
+        if self.narrow:
+            self.move_rows16 = move_rows
+        else:
+            self.move_rows = move_rows
         self.move_row = move_row
         self.byte_class = byte_class
         self.ref_off = ref_off
@@ -302,27 +309,11 @@ cdef class Pushdown:
         self.max_frames, self.max_states, self.max_stacks = max_frames, max_states, max_stacks
         self.stamp = self.rs_stamp = 0
         self.opaque = -1
-        self.n_frames = self.n_runs = 0
-        self.cap_frames = self.cap_runs = 0
-        self.fh_cap = self.rh_cap = 0
-        self.rs_off = <int32_t*> malloc(sizeof(int32_t))
-        self.mb_end = <int32_t*> malloc(max(self.n_states, 1) * sizeof(int32_t))
-        self.q_loops = <uint64_t*> malloc(max(self.n_states, 1) * 2 * sizeof(uint64_t))
-        self.q_looped = <uint8_t*> calloc(max(self.n_states, 1), 1)
-        if self.rs_off == NULL or self.mb_end == NULL or self.q_loops == NULL or self.q_looped == NULL:
-            raise MemoryError()
-        for i in range(self.n_states):
-            self.mb_end[i] = UNKNOWN
-        if self.reset():
-            raise MemoryError()
+        # no tables until the first mask (see reset()): a grammar never masked holds none
 
     def __dealloc__(self):
-        free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_keys); free(self.fh_vals)
-        free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.trans); free(self.pops)
-        free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
-        free(self.uni_next); free(self.uni_words); free(self.jump_len); free(self.jump_to); free(self.mb_end)
-        free(self.q_loops); free(self.q_looped)
-        free(self.rs_heads.data); free(self.tops.data); free(self.todo.data); free(self.heads.data)
+        self.free_tables()
+        free(self.tops.data); free(self.todo.data); free(self.heads.data)
         free(self.stack.data); free(self.found.data); free(self.chars.data)
         free(self.chain.data); free(self.chain_off.data); free(self.chain_cut.data); free(self.ahead.data); free(self.mb.data)
 
@@ -334,11 +325,15 @@ cdef class Pushdown:
     def nbytes(self) -> int:
         """Bytes of the tables this object allocated (the grammar and trie arrays aside)."""
         return (self.cap_frames * 12 + self.fh_cap * 12 + self.cap_runs * (4 * self.n_classes + 8 + 8 + 16 + 10 + 28)
-                + self.rh_cap * 4 + self.rs_heads.cap * 4)
+                + self.rh_cap * 4 + self.rs_heads.cap * 4 + (self.n_states * 21 if self.mb_end != NULL else 0))
 
     cdef inline int32_t move(self, int32_t q, int c) noexcept nogil:
         """Automaton state ``q``'s move on byte class ``c``, DEAD for none."""
-        cdef int32_t d = self.move_rows[self.move_row[q], c]
+        cdef int32_t d
+        if self.narrow:
+            d = self.move_rows16[self.move_row[q], c]
+            return DEAD if d == NO_MOVE16 else q + d
+        d = self.move_rows[self.move_row[q], c]
         return DEAD if d == NO_MOVE else q + d
 
     # -- storage -----------------------------------------------------------------------------
@@ -1091,28 +1086,52 @@ cdef class Pushdown:
                 stack.size += 2
         return 0
 
-    cdef int reset(self) noexcept nogil:
-        """Forget every frame and run state and give their tables' memory back (they grow again
-        from their first size); -1 when memory runs out."""
+    cdef void free_tables(self) noexcept nogil:
+        """Forget every frame and run state and give all the tables' memory back, the per
+        automaton state caches (mb_end, q_loops) included: nothing is held until reset()."""
         free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_keys); free(self.fh_vals)
-        free(self.rs_hash); free(self.rh_slots); free(self.trans); free(self.pops)
+        free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.trans); free(self.pops)
         free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
         free(self.uni_next); free(self.uni_words); free(self.jump_len); free(self.jump_to); free(self.rs_heads.data)
+        free(self.mb_end); free(self.q_loops); free(self.q_looped)
         self.f_state = self.f_parent = self.f_seen = NULL
         self.fh_keys = NULL
-        self.fh_vals = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
-        self.uni_next = self.jump_len = self.jump_to = NULL
-        self.uni_words = self.rs_hash = self.loops = NULL
-        self.pops = self.has_loop = NULL
+        self.fh_vals = self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
+        self.uni_next = self.jump_len = self.jump_to = self.mb_end = NULL
+        self.uni_words = self.rs_hash = self.loops = self.q_loops = NULL
+        self.pops = self.has_loop = self.q_looped = NULL
         ivec_init(&self.rs_heads)
         self.n_frames = self.n_runs = 0
         self.cap_frames = self.cap_runs = 0
         self.fh_cap = self.rh_cap = 0
         self.stamp = self.rs_stamp = 0
         self.opaque = -1
-        self.rs_off[0] = 0
-        if self._grow_frames() or self._grow_runs() or self._rehash_frames(1024) or self._rehash_runs(256):
+
+    cdef int reset(self) noexcept nogil:
+        """Forget every frame and run state and give their tables' memory back, then allocate
+        them again at their first size (the per automaton state caches are kept, or made when
+        missing); -1 when memory runs out."""
+        cdef Py_ssize_t i, n = max(self.n_states, 1)
+        cdef int32_t* mb_end = self.mb_end
+        cdef uint64_t* q_loops = self.q_loops
+        cdef uint8_t* q_looped = self.q_looped
+        self.mb_end = NULL  # kept across the reset
+        self.q_loops = NULL
+        self.q_looped = NULL
+        self.free_tables()
+        if mb_end == NULL:
+            mb_end = <int32_t*> malloc(n * sizeof(int32_t))
+            q_loops = <uint64_t*> malloc(n * 2 * sizeof(uint64_t))
+            q_looped = <uint8_t*> calloc(n, 1)
+            if mb_end != NULL:
+                for i in range(n):
+                    mb_end[i] = UNKNOWN
+        self.mb_end, self.q_loops, self.q_looped = mb_end, q_loops, q_looped
+        if mb_end == NULL or q_loops == NULL or q_looped == NULL:
             return -1
+        if (self._grow_frames() or self._grow_runs() or self._rehash_frames(1024) or self._rehash_runs(256)):
+            return -1
+        self.rs_off[0] = 0
         return 0
 
     cdef int32_t state_of(self, const int32_t* states, const int32_t* offsets, const int32_t* cut,
@@ -1201,7 +1220,7 @@ cdef class Pushdown:
             raise ValueError(f"heads must be stack frames ({exc})") from exc
         with nogil:
             code = 0
-            if self.nbytes_now() > max_bytes and self.reset():
+            if (self.cap_runs == 0 or self.nbytes_now() > max_bytes) and self.reset():
                 code = ERR_SIZE
             if code == 0 and any_cut and self.opaque < 0:
                 code = self.frame(self.n_states, -1)  # no automaton state: a frame of its own
@@ -1240,6 +1259,12 @@ cdef class Pushdown:
             self.splits.clear()
         self.splits[key] = split
         return split
+
+    def release(self):
+        """Free every table (frames, run states, the per automaton state caches): the next
+        :meth:`mask` builds them again from nothing."""
+        with nogil:
+            self.free_tables()
 
     cdef Py_ssize_t nbytes_now(self) noexcept nogil:
         return self.n_frames * 12 + self.n_runs * (4 * self.n_classes + 68) + self.rs_heads.size * 4

@@ -77,7 +77,7 @@ class CompiledGrammar:
         self.vocabulary = vocabulary
         self.rules = grammar.ruleset
         self.n_words = (vocabulary.size + 31) // 32
-        self._eos_words = _words_of(vocabulary.eos_ids, self.n_words)
+        self._eos_words = _shared(_words_of(vocabulary.eos_ids, self.n_words))  # one array per vocabulary
         self._token_refs = tuple(self._token_ref_set(ref) for ref in self.rules.token_refs)
         # state -> mask words; (state, token id) -> the state after it; (state, text) -> tokens of the text and
         # of what it forces

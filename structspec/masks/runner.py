@@ -6,17 +6,22 @@ pushdown over *run states* (parse states numbered on first sight), swept depth f
 token trie with the GIL released.
 This module lays the rule set and the trie out as the flat arrays that core reads, serializes
 calls per runner, and turns the core's error codes into :class:`~structspec.errors.GrammarError`.
+The core's tables are scratch space made by a runner's first mask: a runner that computed none
+of the process's last ``IDLE_MASKS`` masks gives them back (docs/masks.md, *Memory per grammar,
+third pass*).
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 
 import numpy as np
 
 from structspec.errors import GrammarError
 from structspec.grammar.parse_state import MAX_STACKS, ParseState, StackLimitError
-from structspec.grammar.ruleset import NO_MOVE, RuleSet
+from structspec.grammar.ruleset import RuleSet, no_move
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.tokens.trie import LoopSplit, TokenTrie, loop_split
 from structspec.tokens.vocabulary import Vocabulary
@@ -38,6 +43,12 @@ TABLE_BYTES = 8 << 20  # filled tables per runner past which they are freed befo
 MAX_FRAMES = 1 << 22  # interned stack frames within one mask (E108 beyond)
 MAX_RUN_STATES = 1 << 19  # run states within one mask (E108 beyond)
 ERR_STACKS, ERR_SIZE, ESCAPE = -3, -4, -5  # the core's error codes, and a cut sweep's stop
+IDLE_MASKS = 512  # masks computed process-wide (by any runner) after which an unused runner's tables are freed
+IDLE_CHECK = 64  # how often (in such masks) idle runners are looked for
+
+_CLOCK = itertools.count(1)  # masks computed by every runner of the process (atomic under the GIL)
+_RUNNERS: weakref.WeakSet[StackRunner] = weakref.WeakSet()  # runners that hold tables
+_RUNNERS_LOCK = threading.Lock()
 
 
 class StackRunner:
@@ -46,6 +57,7 @@ class StackRunner:
     def __init__(self, rules: RuleSet, vocab: Vocabulary, trie: TokenTrie, n_words: int) -> None:
         self.n_words = n_words
         self._lock = threading.Lock()
+        self._used = 0  # the process-wide mask count at this runner's last mask
         steps = SPLIT_STEPS
 
         def split_of(loops: bytes, utf8: bool) -> tuple[np.ndarray | int, ...] | None:
@@ -68,7 +80,34 @@ class StackRunner:
         words = np.zeros(self.n_words, np.uint32)
         with self._lock:
             code = self._native.mask(state.heads, state.accepting, words, TABLE_BYTES, frames)
+        now = self._used = next(_CLOCK)
+        if now % IDLE_CHECK == 0 or self not in _RUNNERS:
+            _release_idle(self, now)
         return None if _checked(code) == ESCAPE else words
+
+    def release(self) -> bool:
+        """Free the tables unless a mask is being computed (then False): they are a scratch
+        space that the next mask builds again."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._native.release()
+        finally:
+            self._lock.release()
+        return True
+
+
+def _release_idle(current: StackRunner, now: int) -> None:
+    """Free the tables of every runner that computed no mask in the last IDLE_MASKS masks of
+    the process: a grammar no sequence has needed a new mask of lately gives its scratch
+    tables back (its mask cache stays), while the grammars in use keep theirs."""
+    with _RUNNERS_LOCK:
+        _RUNNERS.add(current)
+        idle = [runner for runner in _RUNNERS if runner._used <= now - IDLE_MASKS]
+    for runner in idle:
+        if runner.release():
+            with _RUNNERS_LOCK:
+                _RUNNERS.discard(runner)
 
 
 def _checked(code: int) -> int:
@@ -81,17 +120,20 @@ def _checked(code: int) -> int:
 
 
 def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
-    """The rule set as the core reads it: the shared move rows and each state's row, byte
+    """The rule set as the core reads it: the shared move rows (int16 or int32) and each state's row, byte
     classes, rule calls as offsets into (start, return) arrays, the final/movable/sink/plain
     flags, and the byte classes of every position of the UTF-8 multi-byte sequences (for loop
     probes)."""
-    move_rows = np.ascontiguousarray(rules.move_rows, np.int32)
+    move_rows = rules.move_rows
+    if move_rows.dtype not in (np.int16, np.int32) or move_rows.ndim != 2:
+        raise GrammarError("E108", "the move rows must be an int16 or int32 table")
+    move_rows = np.ascontiguousarray(move_rows)
     move_row = np.ascontiguousarray(rules.move_row, np.int32)
     n_states, n_classes = len(move_row), move_rows.shape[1]
     if n_states != rules.n_states or (n_states and not (move_row.min() >= 0 and move_row.max() < len(move_rows))):
         raise GrammarError("E108", "the move rows do not fit the automaton states")
     if move_rows.size and n_states:
-        moves = np.where(move_rows != NO_MOVE, move_rows, 0)
+        moves = np.where(move_rows != no_move(move_rows), move_rows, 0).astype(np.int64)
         states = np.arange(n_states, dtype=np.int64)
         lowest, highest = moves.min(axis=1)[move_row], moves.max(axis=1)[move_row]
         if not ((states + lowest >= 0).all() and (states + highest < n_states).all()):

@@ -86,26 +86,6 @@ def test_byte_classes_are_the_coarsest_partition(path: Path) -> None:
     assert lowest == sorted(lowest)
 
 
-def test_wide_alternation_refines_once_per_distinct_byte_mask(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 2,000-way alternation of literals (an enum) leaves the start state by 2,000 edges on
-    the same byte: determinizing groups them by mask, so the pieces are refined once per
-    distinct mask leaving a state (about two per value here) rather than once per edge of the
-    NFA subset (about six per value: the subsets near the start hold every alternative), which
-    made a 48,000-value enum take a minute."""
-    calls = []
-    refine = compiler._refine
-
-    def counting(pieces, mask, targets):
-        calls.append(mask)
-        return refine(pieces, mask, targets)
-
-    monkeypatch.setattr(compiler, "_refine", counting)
-    alternatives = " | ".join(f'"\\"v{i}\\""' for i in range(2000))
-    grammar = Grammar.from_gbnf(f"root ::= {alternatives}")
-    assert grammar.matches('"v1999"') and not grammar.matches('"v2000"')
-    assert 0 < len(calls) < 3 * 2000
-
-
 def test_cached_automata_hold_no_syntax_nodes_nor_per_state_objects() -> None:
     """Keys are flat tuples of strings and numbers and values arrays: a process-wide cache of
     thousands of rules adds next to nothing for the garbage collector to walk."""

@@ -59,3 +59,33 @@ def test_collection_resumes_only_if_it_was_on() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+ARRAYS = {
+    "type": "object",
+    "properties": {
+        "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "minItems": 1, "maxItems": 5},
+        "n": {"type": "number", "multipleOf": 0.01, "minimum": 0},
+    },
+}
+
+
+def test_building_leaves_no_cycles_for_the_collector() -> None:
+    """Conversion and compilation free what they build by reference counting: a cycle (a
+    recursive closure, a converter and its expander) would keep the syntax trees alive until
+    the next collection, which then walks them all."""
+    Grammar.from_json_schema(ARRAYS)  # first use: validator classes and caches
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.disable()
+        Grammar.from_gbnf(convert_schema(ARRAYS).text)
+        Grammar.from_gbnf(BIG)
+        gc.collect()
+        left = list(gc.garbage)
+    finally:
+        gc.garbage.clear()
+        gc.set_debug(0)
+        gc.enable()
+    assert left == []

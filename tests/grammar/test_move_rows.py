@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structspec import Grammar
-from structspec.grammar.ruleset import NO_MOVE, shared_move_rows
+from structspec.grammar.ruleset import NARROW_REACH, no_move, shared_move_rows
 
 GRAMMARS = sorted((Path(__file__).resolve().parents[2] / "grammars").glob("*.gbnf"))
 
@@ -36,14 +36,14 @@ def class_tables(draw: st.DrawFn) -> np.ndarray:
 def expand(move_rows: np.ndarray, move_row: np.ndarray) -> np.ndarray:
     relative = move_rows[move_row].astype(np.int64)
     states = np.arange(len(move_row))[:, None]
-    return np.where(relative != NO_MOVE, relative + states, -1)
+    return np.where(relative != no_move(move_rows), relative + states, -1)
 
 
 @settings(max_examples=300, deadline=None)
 @given(class_tables())
 def test_shared_rows_round_trip(table: np.ndarray) -> None:
     move_rows, move_row = shared_move_rows(table)
-    assert move_rows.dtype == np.int32 and move_row.dtype == np.int32
+    assert move_rows.dtype == np.int16 and move_row.dtype == np.int32
     assert move_row.shape == (len(table),) and move_rows.shape[1] == table.shape[1]
     assert np.array_equal(expand(move_rows, move_row), table)
     assert len({row.tobytes() for row in move_rows}) == len(move_rows)  # each distinct row once
@@ -58,3 +58,17 @@ def test_grammars_round_trip_and_share_rows() -> None:
         assert np.array_equal(shared_move_rows(table)[0], rules.move_rows)
         some = np.array([0, rules.n_classes - 1]) if rules.n_classes else np.array([], dtype=np.int64)
         assert np.array_equal(rules.class_table(some), table[:, some])
+
+
+@settings(max_examples=100, deadline=None)
+@given(class_tables(), st.integers(0, 2))
+def test_far_moves_keep_wide_rows(table: np.ndarray, reach: int) -> None:
+    """Rows stay int32 when some move goes further than int16 holds, and round-trip the same."""
+    far = np.full((NARROW_REACH + reach, table.shape[1]), -1, dtype=np.int32)
+    far[: len(table)] = table
+    if table.shape[1]:
+        far[0, 0] = len(far) - 1  # a move of len(far) - 1 states
+    move_rows, move_row = shared_move_rows(far)
+    wide = table.shape[1] > 0 and len(far) - 1 > NARROW_REACH
+    assert move_rows.dtype == (np.int32 if wide else np.int16)
+    assert np.array_equal(expand(move_rows, move_row), far)

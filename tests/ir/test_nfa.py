@@ -1,5 +1,5 @@
-"""The one automaton core (``ir/nfa.py``) over both alphabets: the grammar compiler's byte
-automata and the converters' code-point automata accept the same language, the one a direct
+"""Both automaton constructions: the grammar compiler's byte automata (built in C) and the
+converters' code-point automata (``ir/nfa.py``) accept the same language, the one a direct
 matcher of the expression gives, and a counted repeat costs one state per count in both."""
 
 from __future__ import annotations

@@ -347,6 +347,19 @@ def test_unbounded_fractional_multiple_of_lists_the_multiples_nearest_zero(divis
     assert accepted <= valid and (accepted or not valid or value.is_integer()), text
 
 
+def test_one_number_schema_under_many_properties_emits_its_rules_once() -> None:
+    """The listed multiples of ``0.01`` become rules once per conversion, which every property
+    holding the schema refers to; each property still accepts exactly what ``jsonschema`` does."""
+    number = {"type": "number", "multipleOf": 0.01, "minimum": 0}
+    schema = {"type": "object", "properties": {"a": number, "b": number}, "required": ["a", "b"]}
+    text = schema_to_gbnf(schema)
+    assert re.search(r"^root-a-frac-1 ::=", text, re.M) and not re.search(r"^root-b-frac", text, re.M)
+    grammar = Grammar.from_gbnf(text)
+    for a, b in itertools.product(["0.25", "3", "1.07", "0.001", "-1", "2.5"], repeat=2):
+        document = f'{{"a":{a},"b":{b}}}'
+        assert grammar.matches(document) == referee(schema).is_valid(json.loads(document)), document
+
+
 def test_multiple_of_with_a_huge_modulus_is_refused_quickly() -> None:
     with pytest.raises(SchemaError) as info:
         schema_to_gbnf({"type": "integer", "multipleOf": 0.123456789})

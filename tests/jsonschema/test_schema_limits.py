@@ -22,7 +22,7 @@ from structspec.grammar import Grammar
 from structspec.jsonschema import schema_to_gbnf
 from structspec.jsonschema.expand import Expander
 from structspec.jsonschema.limits import schema_depth
-from structspec.jsonschema.values import KeySets, fast_validator_class, value_key
+from structspec.jsonschema.values import enum_keys, fast_validator_class, value_key
 
 
 def objects(levels: int, leaf: Any = None) -> dict[str, Any]:
@@ -253,8 +253,12 @@ def test_value_key_is_jsonschema_equality(one: Any, two: Any) -> None:
 @given(st.lists(JSON, max_size=6), JSON)
 def test_fast_enum_agrees_with_jsonschema(enum: list[Any], instance: Any) -> None:
     schema = {"enum": enum}
-    fast = fast_validator_class(jsonschema.Draft202012Validator, KeySets())(schema)
-    assert fast.is_valid(instance) == jsonschema.Draft202012Validator(schema).is_valid(instance)
+    fast = fast_validator_class(jsonschema.Draft202012Validator)(schema)
+    expected = jsonschema.Draft202012Validator(schema).is_valid(instance)
+    assert fast.is_valid(instance) == expected  # outside a conversion: jsonschema's own check
+    with enum_keys() as keys:
+        assert fast.is_valid(instance) == expected  # inside: the set lookup
+        assert id(enum) in keys._sets  # the set lookup was used
 
 
 def test_contains_counts_too_large_are_approximated_without_building_them() -> None:

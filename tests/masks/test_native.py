@@ -9,6 +9,7 @@ threshold so that small random vocabularies exercise them on every node.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import numpy as np
@@ -19,9 +20,9 @@ from test_masks import _byte_vocabularies, _grammars, _random_walk, _sub_vocab, 
 
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary
-from structspec.grammar import compiler
+from structspec.grammar import compiler, ruleset
 from structspec.grammar.parse_state import Frame
-from structspec.grammar.ruleset import NO_MOVE
+from structspec.grammar.ruleset import no_move
 from structspec.masks import runner as mask_runner
 from structspec.tokens import trie as token_tries
 
@@ -83,6 +84,78 @@ def test_tables_reset_before_every_mask_stay_exact(monkeypatch: pytest.MonkeyPat
     """A table budget of one byte: the core frees and regrows its tables before every mask."""
     monkeypatch.setattr(mask_runner, "TABLE_BYTES", 1)
     _random_walk(structspec.compile(_parsed(gbnf), vocab), seed, 8)
+
+
+@SETTINGS
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16))
+def test_tables_released_after_every_mask_stay_exact(monkeypatch: pytest.MonkeyPatch, gbnf: str, vocab: Vocabulary,
+                                                     seed: int) -> None:
+    """Every runner counts as idle after each of its masks: its tables (and per automaton
+    state caches) are freed, and the next mask builds them from nothing."""
+    monkeypatch.setattr(mask_runner, "IDLE_MASKS", 0)
+    monkeypatch.setattr(mask_runner, "IDLE_CHECK", 1)
+    _random_walk(structspec.compile(_parsed(gbnf), vocab), seed, 8)
+
+
+def test_idle_runners_give_their_tables_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables are made by the first mask; a runner that computed none of the process's last
+    IDLE_MASKS masks is freed, the one in use keeps its tables, and a busy one is skipped."""
+    monkeypatch.setattr(mask_runner, "IDLE_MASKS", 4)
+    monkeypatch.setattr(mask_runner, "IDLE_CHECK", 1)
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"ab", b"ba", None], eos_ids=[5])
+    idle, used = (structspec.compile(Grammar.from_gbnf(gbnf), vocab)
+                  for gbnf in ('root ::= "a"+ "b"', 'root ::= [a-c]*'))
+    start = idle.grammar.initial_state()
+    assert idle._runner.nbytes == 0
+    first = idle._runner.mask(start)
+    held = idle._runner.nbytes
+    assert held > 0
+    for _ in range(5):
+        used._runner.mask(used.grammar.initial_state())
+        assert idle._runner.nbytes in (held, 0) and used._runner.nbytes > 0
+    assert idle._runner.nbytes == 0
+    with used._runner._lock:
+        assert not used._runner.release()
+    assert used._runner.nbytes > 0 and used._runner.release() and used._runner.nbytes == 0
+    assert np.array_equal(idle._runner.mask(start), first)
+
+
+def test_runners_released_from_other_threads_stay_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads masking different grammars, each mask releasing every other idle runner (a busy
+    one is skipped): every mask equals the one computed alone."""
+    monkeypatch.setattr(mask_runner, "IDLE_MASKS", 1)
+    monkeypatch.setattr(mask_runner, "IDLE_CHECK", 1)
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"ab", b"bc", b'"', b'a"', b"1", b"12", None], eos_ids=[9])
+    sources = ('root ::= "\\"" [a-c]{0,30} "\\""', 'root ::= ("a" | "bc")+ [12]*', 'root ::= [a-c12"]{3,40}')
+
+    def walk(compiled: structspec.CompiledGrammar, seed: int) -> list[bytes]:
+        rng, state, seen = np.random.default_rng(seed), compiled.grammar.initial_state(), []
+        for _ in range(40):
+            words = compiled._runner.mask(state)
+            seen.append(words.tobytes())
+            allowed = [t for t in range(9) if (int(words[t >> 5]) >> (t & 31)) & 1]
+            if not allowed:
+                break
+            state = compiled.advance_token(state, int(rng.choice(allowed)))
+        return seen
+
+    alone = [walk(structspec.compile(Grammar.from_gbnf(g), vocab), i) for i, g in enumerate(sources)]
+    shared = [structspec.compile(Grammar.from_gbnf(g), vocab) for g in sources]
+    with ThreadPoolExecutor(6) as pool:
+        together = list(pool.map(lambda i: walk(shared[i % 3], i % 3), range(24)))
+    assert all(seen == alone[i % 3] for i, seen in enumerate(together))
+
+
+@SETTINGS
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16))
+def test_wide_move_rows_stay_exact(monkeypatch: pytest.MonkeyPatch, gbnf: str, vocab: Vocabulary, seed: int) -> None:
+    """Move rows kept as int32 (as grammars with far moves have them), read by the core and the
+    byte-by-byte advance alike."""
+    monkeypatch.setattr(ruleset, "NARROW_REACH", -1)
+    compiled = structspec.compile(_parsed(gbnf), vocab)
+    rows = compiled.rules.move_rows
+    assert rows.dtype == np.int32 or (rows == no_move(rows)).all()
+    _random_walk(compiled, seed, 8)
 
 
 @SETTINGS
@@ -365,11 +438,12 @@ def test_tables_past_their_limit_are_e108(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 @pytest.mark.parametrize("shift", [-1, 1])
-def test_move_rows_naming_missing_states_are_e108(shift: int) -> None:
+@pytest.mark.parametrize("dtype", [np.int16, np.int32])
+def test_move_rows_naming_missing_states_are_e108(shift: int, dtype: type) -> None:
     compiled, _ = _native()
     rules = compiled.rules
-    moved = rules.move_rows != NO_MOVE
-    bad = np.where(moved, rules.move_rows + shift * (rules.n_states + 1), NO_MOVE).astype(np.int32)
+    moved = rules.move_rows != no_move(rules.move_rows)
+    bad = np.where(moved, rules.move_rows + shift * (rules.n_states + 1), np.iinfo(dtype).min).astype(dtype)
     with pytest.raises(GrammarError) as caught:
         mask_runner.StackRunner(replace(rules, move_rows=bad), compiled._trie, compiled.vocabulary.text_ids,
                                 compiled.n_words)

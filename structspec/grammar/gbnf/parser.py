@@ -13,6 +13,7 @@ bounds). Cross-rule checks (undefined rules, missing root, left recursion, ...) 
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -24,6 +25,8 @@ from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule,
 MAX_REPEAT = 100_000
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 _RULE_START = re.compile(r"[ \t]*[A-Za-z0-9_-]+[ \t]*::=")
+_PLAIN = re.compile(r'[^"\\\r\n]+')  # literal characters that stand for themselves
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]"}
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 
@@ -63,14 +66,8 @@ class _Parser:
     # -- positions and errors ------------------------------------------------------------
     def where(self, pos: int | None = None) -> tuple[int, int]:
         pos = self.pos if pos is None else pos
-        lo, hi = 0, len(self.line_starts) - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.line_starts[mid] <= pos:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo + 1, pos - self.line_starts[lo] + 1
+        line = bisect.bisect_right(self.line_starts, pos)
+        return line, pos - self.line_starts[line - 1] + 1
 
     def report(self, code: str, message: str, pos: int | None = None) -> None:
         line, column = self.where(pos)
@@ -199,7 +196,7 @@ class _Parser:
             ch = self.peek()
             if not ch or ch in "|)\r\n":
                 break
-            if _RULE_START.match(self.src, self.pos):
+            if ch in _NAME_CHARS and _RULE_START.match(self.src, self.pos):
                 if self.depth == 0:
                     raise self.fail("E001", "a new rule must start on its own line")
                 break  # a rule definition inside '(': the group was never closed
@@ -277,7 +274,7 @@ class _Parser:
             return self.parse_group()
         if ch == "<" or (ch == "!" and self.peek(1) == "<"):
             return self.parse_token_ref(line, column)
-        if _NAME.match(ch):
+        if ch in _NAME_CHARS:
             return Ref(self.parse_name("a rule name"), line=line, column=column)
         if ch in "*+?{":
             raise self.fail("E001", f"repetition {ch!r} has nothing to repeat")
@@ -311,7 +308,12 @@ class _Parser:
             if ch == '"':
                 self.pos += 1
                 return "".join(chars)
-            chars.append(self.parse_char())
+            plain = _PLAIN.match(self.src, self.pos)
+            if plain:
+                chars.append(plain.group())
+                self.pos = plain.end()
+            else:
+                chars.append(self.parse_char())
 
     def parse_char(self) -> str:
         ch = self.peek()

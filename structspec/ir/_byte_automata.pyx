@@ -1,0 +1,468 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The grammar compiler's rule automata over bytes, built in C: the epsilon-NFA of a rule's
+expression, then the subset construction.
+
+The NFA is built from the expression tree with an explicit work list (no recursion, however
+deep the expression or the chain of inlined rules), into flat growable arrays: epsilon edges,
+byte-range edges (UTF-8 byte-range sequences for characters) and symbol edges (a called rule's
+name, or a :class:`~structspec.ir.expr.TokenRef`). Each subset is closed and numbered with C
+arrays; a Python dict keyed by the subset's bytes numbers the subsets (one object per
+deterministic state, none per byte). States are numbered in discovery order, bytes in
+increasing order before symbols. Moves are kept per *atom*, the byte ranges between the ends
+of the NFA's ranges (every deterministic state moves all bytes of an atom alike); atoms that
+move every state alike share a local class, classes numbered by their lowest byte.
+"""
+
+from libc.stdint cimport int32_t, uint8_t
+from libc.stdlib cimport free, qsort, realloc
+
+import numpy as np
+
+from structspec.ir.expr import Alt, CharClass, Chars, Lit, Ref, Rep, Seq, TokenRef
+
+
+class AutomatonLimit(Exception):
+    """A rule's automaton would pass a size limit: ``stage`` is "nfa" or "dfa"."""
+
+    def __init__(self, stage):
+        super().__init__(stage)
+        self.stage = stage
+
+
+cdef struct Column:
+    int32_t* data
+    Py_ssize_t size
+    Py_ssize_t room
+
+
+cdef int _push(Column* column, int32_t value) except -1:
+    cdef Py_ssize_t room
+    cdef int32_t* grown
+    if column.size == column.room:
+        room = 2 * column.room if column.room else 64
+        grown = <int32_t*> realloc(column.data, room * sizeof(int32_t))
+        if grown == NULL:
+            raise MemoryError()
+        column.data = grown
+        column.room = room
+    column.data[column.size] = value
+    column.size += 1
+    return 0
+
+
+cdef class _NFA:
+    """An epsilon-NFA under construction: edges as columns, states numbered from 0."""
+
+    cdef Column eps_src, eps_dst, src, lo, hi, dst
+    cdef int32_t n, limit
+    cdef dict symbols  # state -> [(symbol, target)]
+
+    def __cinit__(self, int limit):
+        self.limit = limit
+        self.n = 0
+        self.symbols = {}
+
+    def __dealloc__(self):
+        free(self.eps_src.data)
+        free(self.eps_dst.data)
+        free(self.src.data)
+        free(self.lo.data)
+        free(self.hi.data)
+        free(self.dst.data)
+
+    cdef int32_t state(self) except -1:
+        if self.n >= self.limit:
+            raise AutomatonLimit("nfa")
+        self.n += 1
+        return self.n - 1
+
+    cdef int epsilon(self, int32_t start, int32_t end) except -1:
+        _push(&self.eps_src, start)
+        _push(&self.eps_dst, end)
+        return 0
+
+    cdef int edge(self, int32_t start, int32_t low, int32_t high, int32_t end) except -1:
+        _push(&self.src, start)
+        _push(&self.lo, low)
+        _push(&self.hi, high)
+        _push(&self.dst, end)
+        return 0
+
+    cdef int chain(self, int32_t start, int32_t end, tuple ranges) except -1:
+        """The byte ranges of ``ranges`` one after the other from ``start`` to ``end``."""
+        cdef Py_ssize_t i, last = len(ranges) - 1
+        cdef int32_t current = start, following
+        for i in range(last + 1):
+            following = end if i == last else self.state()
+            low, high = ranges[i]
+            self.edge(current, low, high, following)
+            current = following
+        return 0
+
+    cdef int build(self, expr, int32_t start, int32_t end, table, inline, sequences) except -1:
+        """Add states and edges so that ``expr`` leads from ``start`` to ``end``."""
+        cdef list todo = [(expr, start, end)]
+        cdef Py_ssize_t i, count
+        cdef int32_t current, following, loop, body_end
+        cdef bytes text
+        while todo:
+            expr, start, end = todo.pop()
+            if isinstance(expr, Lit):
+                text = (<str> expr.text).encode("utf-8")
+                if not text:
+                    self.epsilon(start, end)
+                current = start
+                count = len(text)
+                for i in range(count):
+                    following = end if i == count - 1 else self.state()
+                    self.edge(current, text[i], text[i], following)
+                    current = following
+            elif isinstance(expr, Seq):
+                items = expr.items
+                count = len(items)
+                if not count:
+                    self.epsilon(start, end)
+                current = start
+                for i in range(count):
+                    following = end if i == count - 1 else self.state()
+                    todo.append((items[i], current, following))
+                    current = following
+            elif isinstance(expr, Ref):
+                if expr.name in inline:
+                    todo.append((table[expr.name].body, start, end))
+                else:
+                    self.symbols.setdefault(start, []).append((expr.name, end))
+            elif isinstance(expr, Alt):
+                for item in expr.items:
+                    todo.append((item, start, end))
+            elif isinstance(expr, Rep):
+                item = expr.item
+                current = start
+                for i in range(expr.low):
+                    following = self.state()
+                    todo.append((item, current, following))
+                    current = following
+                if expr.high is None:
+                    loop = self.state()
+                    self.epsilon(current, loop)
+                    body_end = self.state()
+                    todo.append((item, loop, body_end))
+                    self.epsilon(body_end, loop)
+                    self.epsilon(loop, end)
+                else:
+                    for i in range(expr.high - expr.low):
+                        following = self.state()
+                        self.epsilon(current, end)
+                        todo.append((item, current, following))
+                        current = following
+                    self.epsilon(current, end)
+            elif isinstance(expr, (CharClass, Chars)):
+                ranges = expr.code_points() if isinstance(expr, CharClass) else expr.charset.ranges
+                for path in sequences(ranges):
+                    self.chain(start, end, path)
+            elif isinstance(expr, TokenRef):
+                self.symbols.setdefault(start, []).append((expr, end))
+            else:
+                raise TypeError(f"cannot build an automaton for {expr!r}")
+        return 0
+
+
+cdef _order(int32_t n, Column* src):
+    """Offsets per state of edges whose sources are ``src``, and where each edge goes in the
+    edges grouped by source (stable: a counting sort)."""
+    off = np.zeros(n + 1, dtype=np.int32)
+    cdef int32_t[::1] offsets = off
+    cdef Py_ssize_t i
+    for i in range(src.size):
+        offsets[src.data[i] + 1] += 1
+    for i in range(n):
+        offsets[i + 1] += offsets[i]
+    cdef int32_t[::1] place = off[:n].copy()
+    where = np.empty(src.size, dtype=np.int32)
+    cdef int32_t[::1] at = where
+    for i in range(src.size):
+        at[i] = place[src.data[i]]
+        place[src.data[i]] += 1
+    return off, where
+
+
+cdef _placed(Column* column, int32_t[::1] where):
+    """``column`` with each value moved to ``where`` says."""
+    result = np.empty(column.size, dtype=np.int32)
+    cdef int32_t[::1] out = result
+    cdef Py_ssize_t i
+    for i in range(column.size):
+        out[where[i]] = column.data[i]
+    return result
+
+
+def rule_automaton(body, table, inline, sequences, int nfa_limit, int dfa_limit):
+    """The deterministic automaton of a rule with body ``body``: a reference to a rule named in
+    ``inline`` is built in place from ``table[name].body``, any other one, and a token
+    reference, is a symbol edge; ``sequences(ranges)`` gives the UTF-8 byte-range sequences of
+    code point ranges. Returns ``(byte_class, table, calls, symbols, accept)``: the local class
+    of each byte (uint8), ``table[q, class]`` (int32, -1 for no move; 0 is the start), the
+    symbol moves as ``(state, index into symbols, target)`` columns, the symbols in order of
+    first use, and each state's acceptance. Raises :class:`AutomatonLimit` past ``nfa_limit``
+    NFA states or ``dfa_limit`` deterministic ones."""
+    cdef _NFA nfa = _NFA(nfa_limit)
+    cdef int32_t start = nfa.state(), end = nfa.state()
+    nfa.build(body, start, end, table, inline, sequences)
+    eps_off, where = _order(nfa.n, &nfa.eps_src)
+    eps_dst = _placed(&nfa.eps_dst, where)
+    edge_off, where = _order(nfa.n, &nfa.src)
+    edge_lo, edge_hi, edge_dst = _placed(&nfa.lo, where), _placed(&nfa.hi, where), _placed(&nfa.dst, where)
+    found = _determinize(nfa.n, eps_off, eps_dst, edge_off, edge_lo, edge_hi, edge_dst, nfa.symbols, start, end,
+                         dfa_limit)
+    if found is None:
+        raise AutomatonLimit("dfa")
+    return found
+
+
+cdef int _compare(const void* a, const void* b) noexcept nogil:
+    cdef int32_t x = (<int32_t*> a)[0]
+    cdef int32_t y = (<int32_t*> b)[0]
+    return (x > y) - (x < y)
+
+
+cdef class _Subsets:
+    """The deterministic states found so far: their NFA state sets, laid end to end."""
+
+    cdef int32_t[::1] eps_off, eps_dst, stamp
+    cdef int32_t[::1] members, member_off, buf
+    cdef int32_t n_states, n_members, tick
+    cdef dict ids
+    cdef int32_t limit, end
+    cdef list accept
+
+    def __init__(self, int32_t[::1] eps_off, int32_t[::1] eps_dst, int n, int end, int limit):
+        self.eps_off = eps_off
+        self.eps_dst = eps_dst
+        self.stamp = np.zeros(n, dtype=np.int32)
+        self.buf = np.empty(n, dtype=np.int32)
+        self.members = np.empty(max(16, n), dtype=np.int32)
+        self.member_off = np.zeros(64, dtype=np.int32)
+        self.n_states = 0
+        self.n_members = 0
+        self.tick = 0
+        self.ids = {}
+        self.limit = limit
+        self.end = end
+        self.accept = []
+
+    cdef int32_t close(self, int32_t* targets, int32_t count) except -2:
+        """The number of the closure of ``targets`` (distinct NFA states), numbering it if it
+        is new; -1 when it would be past the limit."""
+        cdef int32_t size = 0, i, q, j, t
+        cdef int32_t[::1] buf = self.buf, stamp = self.stamp, eps_off = self.eps_off, eps_dst = self.eps_dst
+        cdef int32_t[::1] members
+        self.tick += 1
+        for i in range(count):
+            q = targets[i]
+            if stamp[q] != self.tick:
+                stamp[q] = self.tick
+                buf[size] = q
+                size += 1
+        i = 0
+        while i < size:
+            q = buf[i]
+            i += 1
+            for j in range(eps_off[q], eps_off[q + 1]):
+                t = eps_dst[j]
+                if stamp[t] != self.tick:
+                    stamp[t] = self.tick
+                    buf[size] = t
+                    size += 1
+        qsort(&buf[0], size, sizeof(int32_t), _compare)
+        key = (<char*> &buf[0])[: size * sizeof(int32_t)]
+        found = self.ids.get(key)
+        if found is not None:
+            return found
+        if self.n_states >= self.limit:
+            return -1
+        number = self.n_states
+        self.ids[key] = number
+        if self.n_members + size > self.members.shape[0]:
+            self.members = np.concatenate((self.members, np.empty(max(size, self.members.shape[0]), dtype=np.int32)))
+        if self.n_states + 2 > self.member_off.shape[0]:
+            self.member_off = np.concatenate((self.member_off, np.zeros(self.member_off.shape[0], dtype=np.int32)))
+        members = self.members
+        for i in range(size):
+            members[self.n_members + i] = buf[i]
+        self.n_members += size
+        self.n_states += 1
+        self.member_off[self.n_states] = self.n_members
+        self.accept.append(stamp[self.end] == self.tick)
+        return number
+
+
+cdef object _determinize(int n, int32_t[::1] eps_off, int32_t[::1] eps_dst, int32_t[::1] edge_off,
+                         int32_t[::1] edge_lo, int32_t[::1] edge_hi, int32_t[::1] edge_dst, dict symbols,
+                         int start, int end, int limit):
+    """The subset construction from the closure of ``start`` (``end`` accepting), as
+    :func:`rule_automaton` returns it; None past ``limit`` states."""
+    cdef _Subsets subsets = _Subsets(eps_off, eps_dst, n, end, limit)
+    cdef int32_t one = start
+    if subsets.close(&one, 1) < 0:
+        return None
+    cdef int32_t[::1] single = np.full(n, -1, dtype=np.int32)  # the number of each one-state closure
+    cdef Py_ssize_t room = max(n, edge_dst.shape[0], 1)  # targets of one move: at most every edge or state
+    cdef int32_t atom_of[257]  # byte -> atom (atom_of[256]: the number of atoms)
+    cdef uint8_t ends[257]
+    cdef int32_t b, a, k
+    for b in range(257):
+        ends[b] = 0
+    for k in range(edge_dst.shape[0]):
+        ends[edge_lo[k]] = 1
+        ends[edge_hi[k] + 1] = 1
+    a = 0
+    for b in range(256):
+        if b and ends[b]:
+            a += 1
+        atom_of[b] = a
+    cdef int32_t atoms = a + 1
+    atom_of[256] = atoms
+    cdef uint8_t[::1] has_symbols = np.zeros(max(n, 1), dtype=np.uint8)
+    for k in symbols:
+        has_symbols[k] = 1
+    cdef int32_t[::1] targets = np.empty(room, dtype=np.int32)
+    cdef int32_t[::1] seg_lo = np.empty(room, dtype=np.int32)
+    cdef int32_t[::1] seg_hi = np.empty(room, dtype=np.int32)
+    cdef int32_t[::1] seg_dst = np.empty(room, dtype=np.int32)
+    cdef uint8_t marks[257]
+    rows = np.empty((64, atoms), dtype=np.int32)
+    cdef int32_t[:, ::1] row = rows
+    cdef int32_t done = 0, q, s, e, m, count, number, t, i, i0, i1
+    cdef bint moving_on_symbols
+    symbol_index: dict = {}
+    call_state: list = []
+    call_symbol: list = []
+    call_target: list = []
+    while done < subsets.n_states:
+        q = done
+        done += 1
+        if q >= row.shape[0]:
+            rows = np.concatenate((rows, np.empty_like(rows)))
+            row = rows
+        i0 = subsets.member_off[q]
+        i1 = subsets.member_off[q + 1]
+        m = 0
+        moving_on_symbols = False
+        for i in range(atoms):
+            row[q, i] = -1
+        for i in range(257):
+            marks[i] = 0
+        for i in range(i0, i1):
+            s = subsets.members[i]
+            moving_on_symbols |= has_symbols[s]
+            for e in range(edge_off[s], edge_off[s + 1]):
+                seg_lo[m] = edge_lo[e]
+                seg_hi[m] = edge_hi[e]
+                seg_dst[m] = edge_dst[e]
+                marks[edge_lo[e]] = 1
+                marks[edge_hi[e] + 1] = 1
+                m += 1
+        if m:
+            a = 0
+            while a < 256:
+                b = a + 1  # the segment [a, b) between two marks
+                while b < 256 and not marks[b]:
+                    b += 1
+                count = 0
+                for e in range(m):
+                    if seg_lo[e] <= a and seg_hi[e] >= b - 1:
+                        targets[count] = seg_dst[e]
+                        count += 1
+                if count:
+                    if count == 1 and single[targets[0]] >= 0:
+                        number = single[targets[0]]
+                    else:
+                        number = subsets.close(&targets[0], count)
+                        if number < 0:
+                            return None
+                        if count == 1:
+                            single[targets[0]] = number
+                    for i in range(atom_of[a], atom_of[b - 1] + 1):
+                        row[q, i] = number
+                a = b
+        if not moving_on_symbols:
+            continue
+        moves: dict = {}
+        for i in range(i0, i1):
+            s = subsets.members[i]
+            found = symbols.get(s)
+            if found is not None:
+                for symbol, target in found:
+                    moves.setdefault(symbol, []).append(target)
+        for symbol, to in moves.items():
+            count = 0
+            for target in dict.fromkeys(to):
+                targets[count] = target
+                count += 1
+            number = subsets.close(&targets[0], count)
+            if number < 0:
+                return None
+            call_state.append(q)
+            call_symbol.append(symbol_index.setdefault(symbol, len(symbol_index)))
+            call_target.append(number)
+    cdef int32_t n_dfa = subsets.n_states
+    byte_class, table = _classes(row, n_dfa, atom_of)
+    calls = tuple(np.array(column, dtype=np.int32) for column in (call_state, call_symbol, call_target))
+    return byte_class, table, calls, tuple(symbol_index), subsets.accept
+
+
+cdef tuple _classes(int32_t[:, ::1] row, int32_t n, int32_t* atom_of):
+    """Atoms whose columns of ``row`` (the first ``n`` states) are equal share a class,
+    numbered by lowest byte; each byte's class and the table of moves per class."""
+    cdef int32_t cls[256]
+    cdef int32_t fresh[256]
+    cdef int32_t head[256]  # per old class: its first new class in this state, -1 for none
+    cdef int32_t link[256]  # per new class: the next new class from the same old class
+    cdef int32_t target[256]  # per new class: the move of this state
+    cdef int32_t classes = 1, made, q, b, c, k, atoms = atom_of[256]
+    for b in range(atoms):
+        cls[b] = 0
+    for q in range(n):
+        if classes == atoms:
+            break
+        for c in range(classes):
+            head[c] = -1
+        made = 0
+        for b in range(atoms):
+            c = cls[b]
+            k = head[c]
+            while k >= 0 and target[k] != row[q, b]:
+                k = link[k]
+            if k < 0:
+                k = made
+                made += 1
+                target[k] = row[q, b]
+                link[k] = head[c]
+                head[c] = k
+            fresh[b] = k
+        # Renumber by lowest byte.
+        for c in range(made):
+            head[c] = -1
+        classes = 0
+        for b in range(atoms):
+            k = fresh[b]
+            if head[k] < 0:
+                head[k] = classes
+                classes += 1
+            cls[b] = head[k]
+    byte_class = np.empty(256, dtype=np.uint8)
+    table = np.empty((n, classes), dtype=np.int32)
+    cdef uint8_t[::1] out_class = byte_class
+    cdef int32_t[:, ::1] out = table
+    cdef int32_t lowest[256]
+    for c in range(classes):
+        lowest[c] = -1
+    for b in range(atoms):
+        if lowest[cls[b]] < 0:
+            lowest[cls[b]] = b
+    for b in range(256):
+        out_class[b] = cls[atom_of[b]]
+    for q in range(n):
+        for c in range(classes):
+            out[q, c] = row[q, lowest[c]]
+    return byte_class, table
