@@ -445,8 +445,7 @@ def test_move_rows_naming_missing_states_are_e108(shift: int, dtype: type) -> No
     moved = rules.move_rows != no_move(rules.move_rows)
     bad = np.where(moved, rules.move_rows + shift * (rules.n_states + 1), np.iinfo(dtype).min).astype(dtype)
     with pytest.raises(GrammarError) as caught:
-        mask_runner.StackRunner(replace(rules, move_rows=bad), compiled._trie, compiled.vocabulary.text_ids,
-                                compiled.n_words)
+        mask_runner.StackRunner(replace(rules, move_rows=bad), compiled.vocabulary, compiled._trie, compiled.n_words)
     assert caught.value.code == "E108"
 
 
