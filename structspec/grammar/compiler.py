@@ -22,7 +22,7 @@ from structspec.grammar.ruleset import ByteMoves, RuleSet, shared_move_rows
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.ir._byte_automata import AutomatonLimit, rule_automaton
 from structspec.ir.byte_automaton import ByteAutomaton
-from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef, walk
+from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef
 from structspec.lru import BoundedCache
 
 INLINE_LIMIT = 400  # estimated NFA states up to which a non-recursive rule is inlined
@@ -189,8 +189,8 @@ def _blocked(table: Mapping[str, Rule], given: Collection[str] = ()) -> tuple[Ma
     needs one per count (``x{100000}`` would need 100,001), the count kept on the parse
     stack. Block names hold ``~``, which GBNF names cannot. Rules named in ``given`` (stand-ins
     for given automata) are left as they are."""
-    if not any(isinstance(n, Rep) and max(n.low, n.high or 0) > BLOCK_AT
-               for name, rule in table.items() if name not in given for n in walk(rule.body)):
+    if not any(max(n.low, n.high or 0) > BLOCK_AT
+               for name, rule in table.items() if name not in given for n in rule.reps):
         return table, set()
     rules = dict(table)
     blocks: set[str] = set()
@@ -246,22 +246,22 @@ def _reference_graph(table: Mapping[str, Rule], root: str) -> dict[str, dict[str
     while todo:
         name = todo.popleft()
         if name not in graph:
-            graph[name] = dict.fromkeys(n.name for n in walk(table[name].body) if isinstance(n, Ref))
+            graph[name] = dict.fromkeys(n.name for n in table[name].refs)
             todo.extend(callee for callee in graph[name] if callee not in graph)
     return graph
 
 
 def _shared_loops(table: Mapping[str, Rule], names: list[str]) -> set[str]:
     """Rules of ``names`` referred to more than once (by the rules of ``names``) whose body holds
-    an unbounded repetition; one walk over each body."""
+    an unbounded repetition."""
     callers: dict[str, int] = {}
     loops: set[str] = set()
     for name in names:
-        for node in walk(table[name].body):
-            if isinstance(node, Ref):
-                callers[node.name] = callers.get(node.name, 0) + 1
-            elif isinstance(node, Rep) and node.high is None:
-                loops.add(name)
+        rule = table[name]
+        for node in rule.refs:
+            callers[node.name] = callers.get(node.name, 0) + 1
+        if any(node.high is None for node in rule.reps):
+            loops.add(name)
     return {name for name in loops if callers.get(name, 0) > 1}
 
 

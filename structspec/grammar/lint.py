@@ -83,7 +83,7 @@ def _without_empty_classes(node: Expr) -> Expr:
 
 def _references(rules: Iterable[Rule]) -> Iterator[Ref]:
     for rule in rules:
-        yield from (node for node in walk(rule.body) if isinstance(node, Ref))
+        yield from rule.refs
 
 
 def _at(finding: Diagnostic, node: Expr) -> Diagnostic:
@@ -114,7 +114,7 @@ def _never_finishing(model: Mapping[str, Rule], table: Mapping[str, Rule]) -> li
     found = []
     for problem in productivity_problems(model, table):
         rule = _rule_at(model, problem)
-        ref = next(n for n in walk(rule.body) if isinstance(n, Ref) and n.name not in productive)
+        ref = next(n for n in rule.refs if n.name not in productive)
         found.append(_at(problem, ref))
     return found
 

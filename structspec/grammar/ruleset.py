@@ -33,6 +33,7 @@ from weakref import WeakValueDictionary
 
 import numpy as np
 
+from structspec.ir._byte_automata import distinct_relative_rows
 from structspec.ir.expr import TokenRef
 
 NARROW_REACH = np.iinfo(np.int16).max
@@ -85,14 +86,19 @@ def shared_move_rows(class_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     move): each distinct row of moves relative to its state once (int16 when every move stays
     within ``NARROW_REACH`` states, else int32; :func:`no_move` for none), and each state's row."""
     wide = np.iinfo(np.int32).min
-    states = np.arange(len(class_table), dtype=np.int32)[:, None]
-    relative = np.ascontiguousarray(np.where(class_table >= 0, class_table - states, wide), dtype=np.int32)
-    if relative.size:  # else no states, or no classes: one empty row at most
+    if class_table.size:  # else no states, or no classes: one empty row at most
+        # Distinct rows found by hashing, then put in the order of their bytes (as np.unique sorts them).
+        first, group = distinct_relative_rows(np.ascontiguousarray(class_table, dtype=np.int32))
+        rows = class_table[first]
+        relative = np.ascontiguousarray(np.where(rows >= 0, rows - first[:, None], wide), dtype=np.int32)
         whole_rows = relative.view(np.dtype((np.void, relative.itemsize * relative.shape[1]))).ravel()
-        _, first, move_row = np.unique(whole_rows, return_index=True, return_inverse=True)
-        relative, move_row = relative[first], move_row.astype(np.int32)
+        order = np.argsort(whole_rows, kind="stable")
+        rank = np.empty(len(order), dtype=np.int32)
+        rank[order] = np.arange(len(order), dtype=np.int32)
+        relative, move_row = relative[order], rank[group]
     else:
-        relative, move_row = relative[:1], np.zeros(len(class_table), dtype=np.int32)
+        relative = np.full((min(len(class_table), 1), class_table.shape[1]), wide, dtype=np.int32)
+        move_row = np.zeros(len(class_table), dtype=np.int32)
     moving = relative != wide
     if not moving.any() or np.abs(relative[moving]).max() <= NARROW_REACH:
         relative = np.where(moving, relative, np.iinfo(np.int16).min).astype(np.int16)

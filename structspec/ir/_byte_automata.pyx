@@ -13,7 +13,7 @@ of the NFA's ranges (every deterministic state moves all bytes of an atom alike)
 move every state alike share a local class, classes numbered by their lowest byte.
 """
 
-from libc.stdint cimport int32_t, uint8_t
+from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, qsort, realloc
 
 import numpy as np
@@ -466,3 +466,44 @@ cdef tuple _classes(int32_t[:, ::1] row, int32_t n, int32_t* atom_of):
         for c in range(classes):
             out[q, c] = row[q, lowest[c]]
     return byte_class, table
+
+
+cdef inline int32_t _relative(int32_t target, int32_t state) noexcept nogil:
+    return target - state if target >= 0 else -2147483648
+
+
+cdef inline bint _same_row(const int32_t[:, ::1] table, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(table.shape[1]):
+        if _relative(table[a, j], <int32_t>a) != _relative(table[b, j], <int32_t>b):
+            return False
+    return True
+
+
+def distinct_relative_rows(const int32_t[:, ::1] table):
+    """``(first, group)`` of a dense move table (int32 ``[state, class]``, -1 = no move), its rows
+    read relative to their state (target - state, no move apart): ``first[g]`` is the first state
+    whose relative row is the g-th distinct one (in order of first appearance), ``group[q]`` the
+    number of state ``q``'s row. One pass, rows hashed into an open-addressed table."""
+    cdef Py_ssize_t n = table.shape[0], k = table.shape[1], q, j, slot, size = 1, count = 0
+    cdef uint64_t h
+    while size < 2 * n:
+        size *= 2
+    slots_array = np.full(size, -1, dtype=np.int32)
+    first_array = np.empty(n, dtype=np.int32)
+    group_array = np.empty(n, dtype=np.int32)
+    cdef int32_t[::1] slots = slots_array, first = first_array, group = group_array
+    with nogil:
+        for q in range(n):
+            h = 14695981039346656037ULL
+            for j in range(k):
+                h = (h ^ <uint32_t>_relative(table[q, j], <int32_t>q)) * 1099511628211ULL
+            slot = <Py_ssize_t>((h ^ (h >> 29)) & <uint64_t>(size - 1))
+            while slots[slot] >= 0 and not _same_row(table, first[slots[slot]], q):
+                slot = (slot + 1) & (size - 1)
+            if slots[slot] < 0:
+                slots[slot] = <int32_t>count
+                first[count] = <int32_t>q
+                count += 1
+            group[q] = slots[slot]
+    return first_array[:count], group_array

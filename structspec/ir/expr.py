@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from structspec.ir.charset import MAX_CODE_POINT, CharSet, merge_ranges
 
@@ -113,6 +114,31 @@ class Anchor(Expr):
     start: bool
 
 
+def _cache_hash(cls: type) -> None:
+    """Make the generated ``__hash__`` of a node that holds sub-expressions remember its value:
+    a tree's hash hashes every node below it, so hashing nested trees again and again (the
+    smart constructors keep branches in dicts) would cost the whole tree each time. The value is
+    the same one; it is left out of the pickled state (string hashes differ between processes)."""
+    compute = cls.__hash__
+
+    def __hash__(self: Expr) -> int:
+        state = self.__dict__
+        value = state.get("_hash")
+        if value is None:
+            value = state["_hash"] = compute(self)
+        return value
+
+    def __getstate__(self: Expr) -> dict:
+        return {name: value for name, value in self.__dict__.items() if name != "_hash"}
+
+    cls.__hash__ = __hash__  # type: ignore[method-assign]
+    cls.__getstate__ = __getstate__  # type: ignore[attr-defined]
+
+
+for _node in (Seq, Alt, Rep):
+    _cache_hash(_node)
+
+
 @dataclass(frozen=True)
 class Rule:
     """A GBNF rule definition ``name ::= body``; ``line``/``column`` locate its name."""
@@ -121,6 +147,22 @@ class Rule:
     body: Expr
     line: int = field(default=0, compare=False, kw_only=True)
     column: int = field(default=0, compare=False, kw_only=True)
+
+    @property
+    def refs(self) -> tuple[Ref, ...]:
+        """The rule references in the body, depth first."""
+        return self._parts[0]
+
+    @property
+    def reps(self) -> tuple[Rep, ...]:
+        """The repetitions in the body, depth first."""
+        return self._parts[1]
+
+    @cached_property
+    def _parts(self) -> tuple[tuple[Ref, ...], tuple[Rep, ...]]:
+        # One walk, kept: the analyses and the compiler each read the references.
+        nodes = walk(self.body)
+        return tuple(n for n in nodes if isinstance(n, Ref)), tuple(n for n in nodes if isinstance(n, Rep))
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:

@@ -9,7 +9,7 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 
 from structspec.grammar.gbnf.diagnostics import Diagnostic
-from structspec.ir.expr import Alt, Expr, Lit, Ref, Rep, Rule, Seq, derives, productive, walk
+from structspec.ir.expr import Alt, Expr, Lit, Ref, Rep, Rule, Seq, derives, productive
 
 
 def rule_table(rules: Iterable[Rule]) -> tuple[dict[str, Rule], list[Diagnostic]]:
@@ -39,8 +39,8 @@ def reference_problems(table: Mapping[str, Rule], root: str) -> list[Diagnostic]
         hint = _did_you_mean(root, table)
         problems.append(Diagnostic("E102", f"the grammar has no {root!r} rule to start from{hint}", 1, 1))
     for rule in table.values():
-        for node in walk(rule.body):
-            if isinstance(node, Ref) and node.name not in table:
+        for node in rule.refs:
+            if node.name not in table:
                 hint = _did_you_mean(node.name, table)
                 problems.append(
                     Diagnostic("E101", f"undefined rule {node.name!r}{hint}", node.line, node.column)
@@ -62,8 +62,8 @@ def reachable_rules(table: Mapping[str, Rule], root: str) -> set[str]:
         if name in seen:
             continue
         seen.add(name)
-        for node in walk(table[name].body):
-            if isinstance(node, Ref) and node.name in table:
+        for node in table[name].refs:
+            if node.name in table:
                 todo.append(node.name)
     return seen
 
@@ -79,9 +79,8 @@ def _least_fixpoint(table: Mapping[str, Rule], holds: Callable[[Expr, set[str]],
     checks, not n passes over the table."""
     users: dict[str, set[str]] = {}
     for name, rule in table.items():
-        for node in walk(rule.body):
-            if isinstance(node, Ref):
-                users.setdefault(node.name, set()).add(name)
+        for node in rule.refs:
+            users.setdefault(node.name, set()).add(name)
     found: set[str] = set()
     pending = list(table)
     while pending:
@@ -220,8 +219,7 @@ def productivity_problems(table: Mapping[str, Rule], names: Iterable[str]) -> li
     problems = []
     for name in names:
         if name in table and name not in finishing:
-            stuck = sorted({n.name for n in walk(table[name].body)
-                            if isinstance(n, Ref) and n.name not in finishing})
+            stuck = sorted({n.name for n in table[name].refs if n.name not in finishing})
             via = f" (it always needs {', '.join(map(repr, stuck))})" if stuck else ""
             problems.append(Diagnostic(
                 "E107", f"rule {name!r} can never finish: it has no finite derivation{via}",
