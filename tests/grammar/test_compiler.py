@@ -55,6 +55,7 @@ def test_same_rule_text_with_different_inlined_callees_is_not_shared() -> None:
 def test_cache_stays_within_its_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     budget = 8 * compiler.DFA_KEY_BYTES
     monkeypatch.setattr(compiler._DFA_CACHE, "max_bytes", budget)
+    compiler._DFA_CACHE.clear()  # else earlier tests may have cached every automaton: no put, no eviction
     for path in GRAMMARS:
         Grammar.from_gbnf(path.read_text(encoding="utf-8"))
         cache = compiler._DFA_CACHE
