@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from structspec.grammar.gbnf.diagnostics import Diagnostic
-from structspec.grammar.ruleset import ByteMoves, RuleSet, shared_move_rows
+from structspec.grammar.ruleset import RuleSet, shared_move_rows
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.ir._byte_automata import AutomatonLimit, rule_automaton
 from structspec.ir.byte_automaton import ByteAutomaton
@@ -456,7 +456,6 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
         rule_names=tuple(names),
         rule_start=rule_start,
         root_start=rule_start[index[root]],
-        byte_moves=ByteMoves(byte_class, move_rows, move_row),
         refs=tuple(refs),
         token_edges=tuple(token_edges),
         final=final.tobytes(),

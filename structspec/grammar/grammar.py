@@ -86,8 +86,8 @@ class Grammar:
         table of such a text is kept for the next few calls with the same text and the same given
         rules' names and nullability (a grounded schema's text is the same for every source)."""
         with paused_collection():
-            # The syntax trees die inside the block (they are local to _compile), so the
-            # collection that may follow it does not walk them.
+            # The syntax trees die inside the block (they are local to _compile, unless kept in
+            # _TABLES for given automata), so the collection that may follow it does not walk them.
             ruleset = _compile(text, root, automata)
         return cls(root, ruleset, text, automata)
 

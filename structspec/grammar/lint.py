@@ -13,7 +13,7 @@ unfinishable), and an empty character class, already reported, counts as a chara
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 
 from structspec.grammar.compiler import CompileLimitError, compile_rules
@@ -46,7 +46,8 @@ def lint_source(text: str, root: str = "root") -> list[Diagnostic]:
     model = {name: _stand_in(name) for name in parsed.failed_rules}
     model.update({name: _repaired(rule) for name, rule in table.items()})
     findings += reference_problems(model, root)
-    model.update({ref.name: _stand_in(ref.name) for ref in _references(model.values()) if ref.name not in model})
+    missing = dict.fromkeys(ref.name for rule in model.values() for ref in rule.refs if ref.name not in model)
+    model.update({name: _stand_in(name) for name in missing})
     unknown = model.keys() - table.keys()
     findings += _left_recursion(model)
     findings += _never_finishing(model, table)
@@ -79,11 +80,6 @@ def _without_empty_classes(node: Expr) -> Expr:
     if isinstance(node, Rep):
         return dataclasses.replace(node, item=_without_empty_classes(node.item))
     return node
-
-
-def _references(rules: Iterable[Rule]) -> Iterator[Ref]:
-    for rule in rules:
-        yield from rule.refs
 
 
 def _at(finding: Diagnostic, node: Expr) -> Diagnostic:
@@ -139,7 +135,7 @@ def _unused_rules(
     reachable = reachable_rules(model, root)
     if reachable & unknown:
         return []
-    used = {ref.name for name, rule in table.items() for ref in _references([rule]) if ref.name != name}
+    used = {ref.name for name, rule in table.items() for ref in rule.refs if ref.name != name}
     found = []
     for name, rule in table.items():
         if name not in reachable:
@@ -221,9 +217,9 @@ def _whitespace_runs(table: Mapping[str, Rule]) -> list[Diagnostic]:
             message = (f"`{_text(node)}` allows unbounded whitespace, so a model can emit it forever; "
                        f"bound it, e.g. `{_text(bounded)}`")
             found.append(Diagnostic("W206", message, node.line, node.column))
-    edges = {name: {ref.name for ref in _references([table[name]])} for name in spaces}
+    edges = {name: {ref.name for ref in table[name].refs} for name in spaces}
     for name in spaces:
-        ref = next((ref for ref in _references([table[name]]) if name in _reachable(ref.name, edges)), None)
+        ref = next((ref for ref in table[name].refs if name in _reachable(ref.name, edges)), None)
         if ref is not None:
             message = (f"rule {name!r} repeats whitespace through recursion with no bound, so a model can emit "
                        f"it forever; use a bounded repetition, e.g. `[ \\t\\n]{{0,{WHITESPACE_BOUND}}}`")

@@ -110,7 +110,6 @@ class RuleSet:
     rule_names: tuple[str, ...]
     rule_start: tuple[int, ...]
     root_start: int
-    byte_moves: ByteMoves
     refs: tuple[tuple[tuple[int, int], ...], ...]
     token_edges: tuple[tuple[tuple[int, int], ...], ...]
     final: bytes
@@ -123,6 +122,11 @@ class RuleSet:
     plain: bytes
     #: Intern table of stack frames (see ``parse_state.frame``); the only mutable part, a cache.
     frames: WeakValueDictionary = field(default_factory=WeakValueDictionary, repr=False)
+    #: The byte moves as :class:`ByteMoves` reads them, derived from the three arrays above.
+    byte_moves: ByteMoves = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "byte_moves", ByteMoves(self.byte_class, self.move_rows, self.move_row))
 
     @property
     def n_states(self) -> int:
@@ -144,9 +148,9 @@ class RuleSet:
 
     def __reduce__(self) -> tuple:
         """Pickled without its derived views (``byte_moves``) and cache (interned frames)."""
-        parts = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("byte_moves", "frames")}
+        parts = {f.name: getattr(self, f.name) for f in fields(self) if f.init and f.name != "frames"}
         return (_unpickle, (parts,))
 
 
 def _unpickle(parts: dict) -> RuleSet:
-    return RuleSet(byte_moves=ByteMoves(parts["byte_class"], parts["move_rows"], parts["move_row"]), **parts)
+    return RuleSet(**parts)

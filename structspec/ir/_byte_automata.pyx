@@ -95,6 +95,8 @@ cdef class _NFA:
         for i in range(last + 1):
             following = end if i == last else self.state()
             low, high = ranges[i]
+            if not 0 <= low <= high <= 255:
+                raise ValueError(f"a byte range must lie in 0..255, got {low}..{high}")
             self.edge(current, low, high, following)
             current = following
         return 0

@@ -164,7 +164,7 @@ cdef class Pushdown:
 
     Built from flat arrays only (see ``structspec.masks.runner``); every table it fills is
     private C memory, grown on demand up to ``max_frames`` frames and ``max_states`` run states.
-    Not thread-safe by itself: the caller holds a lock around :meth:`start` and :meth:`run`.
+    Not thread-safe by itself: the caller holds a lock around :meth:`mask` and :meth:`release`.
     """
 
     # grammar (read-only, owned by the numpy arrays kept below)
@@ -298,8 +298,8 @@ cdef class Pushdown:
         self.splits = {}
         self.split_bits = split_bits
         self.split_steps = split_steps
-        if not 0 <= split_steps < 256:
-            raise ValueError(f"a loop split reads 0..255 units, not {split_steps}")
+        if not 1 <= split_steps < 256:
+            raise ValueError(f"a loop split reads 1..255 units, not {split_steps}")
         self.n_states = move_row.shape[0]
         self.max_id = max_of(self.row_ids)
         self.probe_at = probe_at
@@ -1261,8 +1261,10 @@ cdef class Pushdown:
         return split
 
     def release(self):
-        """Free every table (frames, run states, the per automaton state caches): the next
-        :meth:`mask` builds them again from nothing."""
+        """Free every table (frames, run states, the per automaton state caches) and drop the
+        loop splits it holds (the vocabulary's cache keeps those in use): the next :meth:`mask`
+        builds them again from nothing."""
+        self.splits.clear()
         with nogil:
             self.free_tables()
 

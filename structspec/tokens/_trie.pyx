@@ -61,9 +61,8 @@ def _checked(matrix, lengths):
 
 def trie_nodes(matrix, lengths):
     """The trie of the rows of ``matrix`` (``lengths`` bytes each, sorted by their bytes), as
-    ``(byte, child_lo, child_hi, row_lo, end_hi, row_hi, rest, height, levels)``: the arrays of
-    :class:`structspec.tokens.trie.TokenTrie` (``rest`` its ``rest_sets``) and the first node of
-    each depth followed by the node count. A leaf's children are the empty range at the id its
+    ``(byte, child_lo, child_hi, row_lo, end_hi, row_hi, rest, height)``: the arrays of
+    :class:`structspec.tokens.trie.TokenTrie` (``rest`` its ``rest_sets``). A leaf's children are the empty range at the id its
     first child would have had."""
     matrix, lengths = _checked(matrix, lengths)
     cdef const uint8_t[:, ::1] m = matrix
@@ -135,9 +134,8 @@ def trie_nodes(matrix, lengths):
                 f[5, p] = f[5, v] + 1
         for v in range(count):
             rest[v, 0] |= bad[v]
-    levels = np.searchsorted(depth_out[:count], np.arange(int(depth_out[:count].max(initial=0)) + 2))
     return (out_byte[:count], out[0, :count], out[1, :count], out[2, :count], out[3, :count], out[4, :count],
-            rest_out[:count], out[5, :count], levels.astype(np.int64))
+            rest_out[:count], out[5, :count])
 
 
 def unit_rows(matrix, lengths, loops, bint utf8, int steps, row_sets=None, row_high=None):

@@ -48,7 +48,6 @@ class TokenTrie:
     below_words: np.ndarray  # uint32 [big nodes, ceil(vocab size / 32)]: token ids strictly below
     n_rows: int
     nodes: np.ndarray  # NODE [nodes]: the fields above, record by record
-    levels: np.ndarray  # int64 [depths + 1]: the first node of each depth, then the node count
     row_sets: np.ndarray  # uint64 [rows, 2]: the ASCII bytes of each row, bit ``b`` for byte ``b``
     row_high: np.ndarray  # bool [rows]: whether a row has a byte >= 0x80
     byte_counts: np.ndarray  # int64 [128]: the rows with each ASCII byte
@@ -61,7 +60,7 @@ TRIE_CACHE_BYTES = 512 << 20
 def _trie_bytes(vocab: Vocabulary, trie: TokenTrie) -> int:
     """The trie's arrays (the per-node ones but ``byte`` are views of ``nodes``) plus the
     vocabulary's, which the cache keeps alive as its key."""
-    arrays = (trie.nodes, trie.byte, trie.below_words, trie.levels, trie.row_sets, trie.row_high, trie.byte_counts,
+    arrays = (trie.nodes, trie.byte, trie.below_words, trie.row_sets, trie.row_high, trie.byte_counts,
               vocab.byte_matrix, vocab.lengths, vocab.text_ids)
     return sum(a.nbytes for a in arrays) + 64 * vocab.size  # the token byte strings
 
@@ -83,7 +82,7 @@ def token_trie(vocab: Vocabulary) -> TokenTrie:
 def _build(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray, size: int) -> TokenTrie:
     """The trie of the byte-sorted rows ``matrix`` (``lengths`` bytes each), row ``i`` standing
     for token ``ids[i]`` of ``size`` (the nodes are numbered in C, ``_trie.trie_nodes``)."""
-    byte, child_lo, child_hi, row_lo, end_hi, row_hi, rest, height, levels = trie_nodes(matrix, lengths)
+    byte, child_lo, child_hi, row_lo, end_hi, row_hi, rest, height = trie_nodes(matrix, lengths)
     below_index, below_words = _big_subtrees(ids, size, end_hi, row_hi)
     nodes = np.zeros(len(byte), dtype=NODE)
     fields = {"byte": byte, "child_lo": child_lo, "child_hi": child_hi, "row_lo": row_lo, "end_hi": end_hi,
@@ -95,7 +94,7 @@ def _build(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray, size: int) 
     views["byte"] = byte  # uint8, kept apart
     views["rest_sets"] = views.pop("rest")
     row_sets, row_high, byte_counts = row_bytes(matrix, lengths)
-    return TokenTrie(**views, below_words=below_words, n_rows=len(lengths), nodes=nodes, levels=levels,
+    return TokenTrie(**views, below_words=below_words, n_rows=len(lengths), nodes=nodes,
                      row_sets=row_sets, row_high=row_high, byte_counts=byte_counts)
 
 
@@ -121,7 +120,7 @@ class LoopSplit:
     def nbytes(self) -> int:
         """Bytes of the split's arrays."""
         r = self.rests
-        return (self.loop_words.nbytes + r.nodes.nbytes + r.byte.nbytes + r.below_words.nbytes + r.levels.nbytes
+        return (self.loop_words.nbytes + r.nodes.nbytes + r.byte.nbytes + r.below_words.nbytes
                 + self.rest_ids.nbytes)
 
 
