@@ -1,11 +1,12 @@
 """Pausing the cyclic garbage collector while a grammar is built.
 
 Converting a schema and compiling rule automata allocate hundreds of thousands of short-lived
-containers (NFA states, subset-construction sets, syntax nodes) that live until the step ends.
+containers (the converters' code-point automata, syntax nodes, rule tables) that live until the step ends.
 Each allocation burst past the collector's thresholds triggers a full collection, which walks
 every tracked object of the process (a tokenizer alone holds ~250,000) and the half-built
 automaton: a quarter to a third of the compile time of MaskBench schemas (docs/masks.md, "Time
-to first mask"). These steps build no reference cycles (reference counting frees their objects),
+to first mask"). These steps build no reference cycles (reference counting frees their objects;
+`tests/grammar/test_gcpause.py` checks it),
 so the collector is paused for their duration and resumes afterwards.
 """
 
