@@ -55,7 +55,7 @@ def build(size: str, vocab_size: int, dtype: Any, device: str = "cuda") -> Any:
 
 
 def methods(model: Any, tokenizer: Any, max_new: int) -> list[tuple[str, Any]]:
-    """(name, run(prompt, schema) -> seconds and tokens) for every method that sets up."""
+    """(name, run(prompt, schema, text) -> seconds and tokens) for every method that sets up."""
     import torch
     from bench_speculative import Counter, hf_run
 
@@ -71,10 +71,14 @@ def methods(model: Any, tokenizer: Any, max_new: int) -> list[tuple[str, Any]]:
     def processor(schema: dict) -> Any:
         return GrammarLogitsProcessor(structspec.compile(structspec.Grammar.from_json_schema(schema), vocabulary))
 
-    def plain(prompt: Any, schema: dict) -> dict:
-        torch.cuda.synchronize()
+    def synchronize() -> None:
+        if model.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def plain(prompt: Any, schema: dict, text: str) -> dict:
+        synchronize()
         result = generator.generate(prompt, schema, max_new_tokens=max_new)
-        torch.cuda.synchronize()
+        synchronize()
         return {"tokens": result.stats.tokens, "seconds": result.stats.seconds["total"]}
 
     found = [("unconstrained model.generate", hf_run(model, tokenizer, counter, max_new)),
@@ -117,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cuda", help="where to measure (cpu only checks the tool itself)")
     parser.add_argument("--save-model", type=Path, metavar="DIR",
                         help="write the model of the one size given to DIR, with its tokenizer, and measure nothing")
     args = parser.parse_args(argv)
@@ -125,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.save_model is not None:
         return save_model(args.save_model, args.sizes, getattr(torch, args.dtype))
 
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         print("bench_gpu: no CUDA device here; nothing measured (run it on a machine with a GPU)")
         return 0
     from _assets import load_tokenizer
@@ -133,26 +138,30 @@ def main(argv: list[str] | None = None) -> int:
 
     tokenizer = load_tokenizer("llama3")
     dtype = getattr(torch, args.dtype)
-    print(f"device: {torch.cuda.get_device_name(0)}, {args.dtype}, {args.max_new_tokens} new tokens, greedy")
+    name = torch.cuda.get_device_name(0) if args.device == "cuda" else args.device
+    print(f"device: {name}, {args.dtype}, {args.max_new_tokens} new tokens, greedy", flush=True)
     for size in [s.strip() for s in args.sizes.split(",") if s.strip()]:
-        model = build(size, len(tokenizer), dtype)
+        model = build(size, len(tokenizer), dtype, args.device)
         runs = methods(model, tokenizer, args.max_new_tokens)
         per_token: dict[str, list[float]] = {name: [] for name, _ in runs}
-        prompts = [(prompt_of(text, schema, tokenizer), schema) for text, schema in WORKLOAD]
-        runs[0][1](*prompts[0])  # warm-up: kernels, caches
+        prompts = [(prompt_of(text, schema, tokenizer), schema, text) for text, schema in WORKLOAD]
+        for prompt in prompts:  # warm-up: kernels, compiled grammars, caches
+            for _, run in runs:
+                run(*prompt)
         for _ in range(args.repeats):
-            for prompt, schema in prompts:
-                for name, run in runs:
-                    out = run(prompt, schema)
+            for prompt in prompts:
+                for method, run in runs:
+                    out = run(*prompt)
                     if out["tokens"]:
-                        per_token[name].append(out["seconds"] / out["tokens"])
+                        per_token[method].append(out["seconds"] / out["tokens"])
         base = statistics.median(per_token[runs[0][0]])
         print(f"\n{size}: {'method':36} {'ms/token':>9} {'vs unconstrained':>17}")
-        for name, values in per_token.items():
+        for method, values in per_token.items():
             median = statistics.median(values)
-            print(f"{'':4}{name:36} {median * 1e3:9.2f} {median / base:16.2f}x")
+            print(f"{'':4}{method:36} {median * 1e3:9.2f} {median / base:16.2f}x", flush=True)
         del model
-        torch.cuda.empty_cache()
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
     return 0
 
 

@@ -4,7 +4,8 @@ continuous batching, in the same run.
     python tools/bench_server.py [--clients 1,4,8] [--requests 32] [--seconds 60] [--cycles 2]
                                  [--workload shared|distinct] [--max-batch 8] [--max-tokens 128]
                                  [--model NAME] [--draft-model NAME]
-                                 [--device cpu] [--dtype auto] [--threads 1] [--json out.json]
+                                 [--device cpu] [--dtype auto] [--threads 1] [--api extract|chat]
+                                 [--json out.json]
 
 Two servers run side by side on the bundled demo pair (or ``--model`` / ``--draft-model``),
 speculative decoding on: the serial design (``--max-batch 1``: one request decodes at a time,
@@ -12,7 +13,10 @@ in arrival order) and the batched one (``--max-batch 8``: requests join the runn
 client sends ``POST /v1/extract`` requests (held-out documents of the demo models' extraction
 corpus: ``--workload shared``, contact documents under one schema, as an extraction service
 runs; ``distinct``, each document with its own schema) one after the other, the next as soon as
-the last is answered.
+the last is answered. ``--api chat`` sends the same text and schema to ``/v1/chat/completions``
+with a ``json_schema`` response format instead, and counts a reply cut off at ``max_tokens`` as
+answered: models with random weights (``tools/bench_gpu.py --save-model``) never finish the JSON,
+and ``/v1/extract`` answers such a cut-off with a 400.
 A level (a number of clients against one server) ends after ``--requests`` requests or
 ``--seconds`` seconds, whichever comes first. Levels run interleaved, serial then batched at each
 client count, for ``--cycles`` cycles, so both designs see the same machine; every schema is sent
@@ -60,7 +64,8 @@ def start_server(args: argparse.Namespace, max_batch: int) -> tuple[subprocess.P
                "--device", args.device, "--dtype", args.dtype]
     if args.model:
         command += ["--model", args.model] + (["--draft-model", args.draft_model] if args.draft_model else [])
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(args.threads)}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": str(args.threads)}
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(1200):
@@ -85,8 +90,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def extract_request(document: dict[str, Any], max_tokens: int) -> tuple[str, dict[str, Any]]:
+    return "/v1/extract", {**document, "max_tokens": max_tokens}
+
+
+def chat_request(document: dict[str, Any], max_tokens: int) -> tuple[str, dict[str, Any]]:
+    response_format = {"type": "json_schema", "json_schema": {"name": "record", "schema": document["schema"]}}
+    return "/v1/chat/completions", {"messages": [{"role": "user", "content": document["text"]}],
+                                    "response_format": response_format, "max_tokens": max_tokens}
+
+
+def tokens_of(reply: dict[str, Any]) -> int:
+    """Generated tokens of an extract or chat reply."""
+    return reply["usage"]["completion_tokens"] if "usage" in reply else reply["stats"]["tokens"]
+
+
 def level(url: str, documents: list[dict[str, Any]], clients: int, requests: int, seconds: float,
-          max_tokens: int) -> dict[str, Any]:
+          max_tokens: int, request: Any = extract_request) -> dict[str, Any]:
     """``clients`` closed-loop clients until ``requests`` are answered or ``seconds`` pass."""
     feed = itertools.cycle(documents)
     lock = threading.Lock()
@@ -106,12 +126,13 @@ def level(url: str, documents: list[dict[str, Any]], clients: int, requests: int
                     sent += 1
                     document = next(feed)
                 began = time.perf_counter()
-                reply = http.post("/v1/extract", json={**document, "max_tokens": max_tokens})
+                path, body = request(document, max_tokens)
+                reply = http.post(path, json=body)
                 took = time.perf_counter() - began
                 with lock:
                     if reply.status_code == 200:
                         latencies.append(took)
-                        tokens.append(reply.json()["stats"]["tokens"])
+                        tokens.append(tokens_of(reply.json()))
                     else:
                         failures.append(reply.text[:200])
 
@@ -125,6 +146,8 @@ def level(url: str, documents: list[dict[str, Any]], clients: int, requests: int
 
 
 def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
@@ -145,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per server (default: 1)")
+    parser.add_argument("--api", choices=("extract", "chat"), default="extract",
+                        help="extract: POST /v1/extract; chat: /v1/chat/completions with a json_schema response "
+                             "format (for random-weight models, whose output is cut off at max_tokens)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.clients.split(",")]
@@ -154,19 +180,23 @@ def main(argv: list[str] | None = None) -> int:
     else:
         schema = shared_schema("contact")
         documents = [{"text": e.text, "schema": schema} for e in examples if e.domain == "contact"][: args.documents]
+    request = chat_request if args.api == "chat" else extract_request
     designs = {"serial": 1, "batched": args.max_batch}
     servers = {name: start_server(args, size) for name, size in designs.items()}
     results: dict[tuple[str, int], list[dict[str, Any]]] = {}
     try:
-        for _, url in servers.values():
-            level(url, documents, 1, len(documents), 1e9, args.max_tokens)  # warm-up: every schema once
+        for name, (_, url) in servers.items():
+            print(f"{name}: warming up on {len(documents)} documents", file=sys.stderr, flush=True)
+            level(url, documents, 1, len(documents), 1e9, args.max_tokens, request)  # warm-up: every schema once
         for _ in range(args.cycles):
             for clients in counts:
                 for name, (process, url) in servers.items():
                     before = cpu_seconds(process.pid)
-                    run = level(url, documents, clients, args.requests, args.seconds, args.max_tokens)
+                    run = level(url, documents, clients, args.requests, args.seconds, args.max_tokens, request)
                     run["cpu"] = cpu_seconds(process.pid) - before
                     results.setdefault((name, clients), []).append(run)
+                    print(f"{name}, {clients} clients: {len(run['latencies'])} answered, "
+                          f"{len(run['failures'])} failed in {run['wall']:.1f} s", file=sys.stderr, flush=True)
     finally:
         for process, _ in servers.values():
             process.terminate()
@@ -181,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                      "tokens_per_s": sum(t for run in runs for t in run["tokens"]) / wall,
                      "p50": percentile(latencies, 0.5), "p99": percentile(latencies, 0.99),
                      "cpu_ms": 1000 * sum(run["cpu"] for run in runs) / max(1, len(latencies))})
-    print(f"{args.model or 'demo pair'}, /v1/extract ({args.workload} schema), max_tokens {args.max_tokens}, "
+    endpoint = request(documents[0], 0)[0]
+    print(f"{args.model or 'demo pair'}, {endpoint} ({args.workload} schema), max_tokens {args.max_tokens}, "
           f"batched = --max-batch {args.max_batch}, {args.cycles} cycles, device {args.device}")
     print("| clients | design | requests | requests/s | tokens/s | p50 latency (s) | p99 latency (s) "
           "| server CPU ms/request |")
@@ -192,10 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     for clients in counts:
         serial = next(r for r in rows if r["design"] == "serial" and r["clients"] == clients)
         batched = next(r for r in rows if r["design"] == "batched" and r["clients"] == clients)
-        ratio = batched["requests_per_s"] / serial["requests_per_s"]
+        ratio = batched["requests_per_s"] / max(serial["requests_per_s"], 1e-9)
         print(f"{clients} clients: batched / serial requests/s {ratio:.2f}x, "
               f"p99 {batched['p99']:.2f} s against {serial['p99']:.2f} s, "
-              f"server CPU per request {serial['cpu_ms'] / batched['cpu_ms']:.2f}x less")
+              f"server CPU per request {serial['cpu_ms'] / max(batched['cpu_ms'], 1e-9):.2f}x less")
     if any(row["failures"] for row in rows):
         print("failures:", {(r["design"], r["clients"]): r["failures"] for r in rows if r["failures"]})
     if args.json:

@@ -124,7 +124,7 @@ def hf_run(model: Any, tokenizer: Any, counter: Counter, max_new: int, **kwargs:
 
         from structspec.generation.prompt import prompt_ids
 
-        inputs = {"input_ids": torch.tensor([prompt_ids(tokenizer, prompt)])}
+        inputs = {"input_ids": torch.tensor([prompt_ids(tokenizer, prompt)], device=model.device)}
         extra = dict(kwargs)
         if make_processor is not None:
             extra["logits_processor"] = LogitsProcessorList([make_processor(schema)])

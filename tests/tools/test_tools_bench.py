@@ -118,3 +118,16 @@ def test_gpu_bench_saves_a_random_llama_shaped_model_the_loader_reads(tmp_path, 
     result = Generator(model, tokenizer).generate("Say yes.", {"enum": ["yes", "no"]}, max_new_tokens=8)
     assert result.value in ("yes", "no")
     assert bench_gpu.main(["--save-model", str(tmp_path / "x"), "--sizes", "1b,8b"]) == 2
+
+
+def test_gpu_bench_measures_every_method_when_pointed_at_the_cpu(monkeypatch, capsys) -> None:
+    import bench_gpu
+
+    tokenizer_dir("llama3")  # skips without the shared assets
+    monkeypatch.setitem(bench_gpu.SHAPES, "tiny", (64, 128, 2, 4, 2))
+    argv = ["--sizes", "tiny", "--dtype", "float32", "--device", "cpu", "--repeats", "1", "--max-new-tokens", "6"]
+    assert bench_gpu.main(argv) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip().endswith("x")]
+    assert [row[:2] for row in rows][:3] == [["unconstrained", "model.generate"], ["structspec", "Generator"],
+                                             ["structspec", "GrammarLogitsProcessor"]]
+    assert rows[0][-1] == "1.00x" and all(float(row[-2]) > 0 for row in rows)
