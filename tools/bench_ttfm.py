@@ -3,8 +3,9 @@
     python tools/bench_ttfm.py --sample 40 [--seed 0] [--tokenizer llama3] [--clock cpu] [--slowest 5] [--replayable]
 
 For each schema, in one process and in sample order (so later schemas find the shared JSON
-helper automata in the process-wide cache, as a server would): `schema_to_gbnf` (conversion),
-`Grammar.from_gbnf` (parse and compile the rules), `structspec.compile` against the vocabulary
+helper automata in the process-wide cache, as a server would): `convert_schema` (conversion to
+the rule table and its GBNF text), the grammar (compiling the converter's rules, as
+`Grammar.from_json_schema` does), `structspec.compile` against the vocabulary
 (built once before timing), and the first `fill_bitmask` of a fresh matcher. Prints the median
 and mean of each step and of their total over the schemas that convert; schemas the converter
 refuses are counted and left out. ``--clock cpu`` times with the process's CPU time (steadier
@@ -26,9 +27,9 @@ from _assets import load_case, load_tokenizer, maskbench_files, require_assets, 
 from bench_masks import has_valid_instance
 
 import structspec
-from structspec.jsonschema import SchemaError, schema_to_gbnf
+from structspec.jsonschema import SchemaError, convert_schema
 
-STEPS = ("convert", "from_gbnf", "compile", "first mask", "total")
+STEPS = ("convert", "grammar", "compile", "first mask", "total")
 
 
 def time_schema(
@@ -38,9 +39,9 @@ def time_schema(
     start = clock()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        text = schema_to_gbnf(schema)
+        converted_schema = convert_schema(schema)
     converted = clock()
-    grammar = structspec.Grammar.from_gbnf(text)
+    grammar = structspec.Grammar._from_converted(converted_schema)  # Grammar.from_json_schema's second half
     parsed = clock()
     compiled = structspec.compile(grammar, vocabulary)
     ready = clock()

@@ -37,7 +37,6 @@ from _assets import compact_json, load_case, maskbench_files, require_assets, st
 
 from structspec.errors import SchemaError
 from structspec.grammar import Grammar
-from structspec.jsonschema import schema_to_gbnf
 
 SUITE = Path("json-schema-test-suite") / "tests" / "draft2020-12"
 TIMEOUT_S = 20
@@ -67,7 +66,7 @@ def referee(schema: Any) -> Any:
 
 
 Job = tuple[str, Any, list[tuple[Any, bool]], dict[str, Any]]
-"""(group, schema, [(instance, valid)], keyword arguments of ``schema_to_gbnf``)"""
+"""(group, schema, [(instance, valid)], keyword arguments of ``Grammar.from_json_schema``)"""
 
 
 def check(job: Job) -> Outcome:
@@ -78,7 +77,7 @@ def check(job: Job) -> Outcome:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            grammar = Grammar.from_gbnf(schema_to_gbnf(schema, **options))
+            grammar = Grammar.from_json_schema(schema, **options)
         outcome = Outcome(group, True)
         judge = referee(schema)
         for data, valid in tests:

@@ -4,7 +4,7 @@
     python tools/mask_digests.py --compare before.json [same options]
 
 Replays, with the Llama-3 tokenizer, a stratified MaskBench sample (valid instances, compact
-JSON, schemas through ``schema_to_gbnf``), the free-text documents of
+JSON, schemas through ``Grammar.from_json_schema``), the free-text documents of
 ``tools/bench_freetext.py`` and every accepted text of ``grammars/samples`` under its grammar.
 Before each token it records a BLAKE2b digest of the packed mask words, the forced tokens and
 whether the state accepts. ``--compare`` reports every case whose record differs from the
@@ -15,6 +15,7 @@ must give bit-identical masks.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import sys
@@ -32,7 +33,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import structspec  # noqa: E402
-from structspec.jsonschema import schema_to_gbnf  # noqa: E402
 
 
 def replay(compiled: structspec.CompiledGrammar, tokens: list[int]) -> list[str]:
@@ -51,24 +51,29 @@ def replay(compiled: structspec.CompiledGrammar, tokens: list[int]) -> list[str]
 
 
 def cases(args: argparse.Namespace, scratch: Path):
-    """(name, gbnf, texts) for every replayed case."""
+    """(name, make, texts) for every replayed case: ``make()`` builds the case's grammar (schemas
+    through ``Grammar.from_json_schema``, the path users take)."""
     assets = require_assets()
     keep = has_valid_instance
     for path in stratified_sample(maskbench_files(assets), args.sample, args.seed, keep):
         case = load_case(path)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                gbnf = schema_to_gbnf(case.schema)
-        except structspec.SchemaError:
-            continue
-        yield f"maskbench/{case.name}", gbnf, [compact_json(i.data) for i in case.instances if i.valid]
+        texts = [compact_json(i.data) for i in case.instances if i.valid]
+        yield f"maskbench/{case.name}", functools.partial(from_schema, case.schema), texts
     for path in write_cases(scratch, args.docs, args.seed):
         case = load_case(Path(path))
-        yield f"freetext/{case.name}", schema_to_gbnf(case.schema), [compact_json(i.data) for i in case.instances]
+        texts = [compact_json(i.data) for i in case.instances]
+        yield f"freetext/{case.name}", functools.partial(from_schema, case.schema), texts
     for sample in sorted((REPO / "grammars" / "samples").glob("*.json")):
         gbnf = (REPO / "grammars" / f"{sample.stem}.gbnf").read_text(encoding="utf-8")
-        yield f"samples/{sample.stem}", gbnf, json.loads(sample.read_text(encoding="utf-8"))["accept"]
+        texts = json.loads(sample.read_text(encoding="utf-8"))["accept"]
+        yield f"samples/{sample.stem}", functools.partial(structspec.Grammar.from_gbnf, gbnf), texts
+
+
+def from_schema(schema: dict) -> structspec.Grammar:
+    """The schema's grammar, approximations not reported."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return structspec.Grammar.from_json_schema(schema)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,9 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, list[list[str]]] = {}
     started = time.perf_counter()
     with TemporaryDirectory() as scratch:
-        for name, gbnf, texts in cases(args, Path(scratch)):
+        for name, make, texts in cases(args, Path(scratch)):
             try:
-                compiled = structspec.compile(structspec.Grammar.from_gbnf(gbnf), vocabulary)
+                compiled = structspec.compile(make(), vocabulary)
+            except structspec.SchemaError:  # refused by the converter: not a case
+                continue
             except structspec.GrammarError as exc:
                 record[name] = [[f"error:{exc.code}"]]
                 continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from structspec.gcpause import paused_collection
 from structspec.grammar.compiler import CompileLimitError, compile_rules
@@ -16,6 +17,9 @@ from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Rule
 from structspec.ir.printer import format_rules
 from structspec.lru import ENTRY_OVERHEAD, BoundedCache
+
+if TYPE_CHECKING:
+    from structspec.jsonschema import ConvertedSchema
 
 
 def _rule_table(text: str, root: str, automata: Mapping[str, ByteAutomaton]) -> dict[str, Rule]:
@@ -31,26 +35,51 @@ def _rule_table(text: str, root: str, automata: Mapping[str, ByteAutomaton]) -> 
     return rule_table([*parsed.rules, *given])[0]
 
 
+def _handed_table(
+    rules: Mapping[str, Rule], text: str, root: str, automata: Mapping[str, ByteAutomaton]
+) -> dict[str, Rule]:
+    """:func:`_rule_table` for rules a converter built and printed as ``text`` (what parsing it
+    gives, without positions): the same checks, and an error is raised as the text's, placed in it."""
+    given = stand_ins(automata, rules.values(), text)
+    table = {**rules, **{rule.name: rule for rule in given}}
+    problems = grammar_errors(table.values(), root)
+    if problems:  # a converter's mistake: the text's own checks say where
+        _rule_table(text, root, automata)
+        raise problems[0].to_error(text)
+    return table
+
+
 _TABLES: BoundedCache[tuple, dict[str, Rule]] = BoundedCache(
     max_entries=32, max_bytes=64 << 20, weigh=lambda key, _table: 40 * len(key[0]) + ENTRY_OVERHEAD)
-"""Rule tables of texts with given rules (about 40 bytes of syntax tree per character of text)."""
+"""Checked rule tables with given rules, by their text whether parsed from it or handed over
+with it (about 40 bytes of syntax tree per character of text): a grounded schema's text is the
+same for every source, and the compiler keeps its plan by the table's identity."""
 
 
-def _compile(text: str, root: str, automata: Mapping[str, ByteAutomaton] | None) -> RuleSet:
-    """The rule set of ``text`` (see :meth:`Grammar.from_gbnf`); raises
-    :class:`~structspec.GrammarError`."""
+def _compile(
+    text: str, root: str, automata: Mapping[str, ByteAutomaton] | None, rules: Mapping[str, Rule] | None = None
+) -> RuleSet:
+    """The rule set of ``text`` (see :meth:`Grammar.from_gbnf`), or of ``rules`` when a converter
+    hands over the rules it printed as ``text``; raises :class:`~structspec.GrammarError`."""
     key = None
     if automata and all(isinstance(a, ByteAutomaton) for a in automata.values()):
         key = (text, root, tuple((name, bool(a.final[0])) for name, a in automata.items()))
     table = _TABLES.get(key, None) if key is not None else None
     if table is None:
-        table = _rule_table(text, root, automata or {})
+        given = automata or {}
+        table = _rule_table(text, root, given) if rules is None else _handed_table(rules, text, root, given)
         if key is not None:
             _TABLES.put(key, table)
     try:
         return compile_rules(table, root, automata)
     except CompileLimitError as exc:
-        raise exc.diagnostic.to_error(text) from None
+        diagnostic = exc.diagnostic
+    if rules is not None:  # the handed rules carry no positions: the parsed text fails the same way, placed
+        try:
+            compile_rules(_rule_table(text, root, automata or {}), root, automata)
+        except CompileLimitError as exc:
+            diagnostic = exc.diagnostic
+    raise diagnostic.to_error(text)
 
 
 class Grammar:
@@ -119,10 +148,18 @@ class Grammar:
         if grounded and source is None:
             raise ValueError("grounded=True needs the source text to ground strings in: pass source=...")
         grounding = None if source is None else Grounding(source, every_string=grounded)
-        converted = convert_schema(
-            schema, whitespace=whitespace, strict=strict, property_order=property_order, grounding=grounding
-        )
-        return cls.from_gbnf(converted.text, automata=converted.automata)
+        with paused_collection():  # the converter's rule trees die inside the block (see from_gbnf)
+            converted = convert_schema(
+                schema, whitespace=whitespace, strict=strict, property_order=property_order, grounding=grounding
+            )
+            return cls._from_converted(converted)
+
+    @classmethod
+    def _from_converted(cls, converted: ConvertedSchema) -> Grammar:
+        """The grammar of a converted schema, compiled from its rule table (the text not parsed)."""
+        with paused_collection():
+            ruleset = _compile(converted.text, "root", converted.automata, converted.rules)
+        return cls("root", ruleset, converted.text, converted.automata)
 
     @classmethod
     def from_pydantic(
@@ -137,9 +174,12 @@ class Grammar:
     @classmethod
     def from_regex(cls, pattern: str) -> Grammar:
         """A grammar matching exactly the strings that fully match ``pattern``."""
-        from structspec.regex.convert import regex_to_gbnf
+        from structspec.regex.convert import regex_rules
 
-        return cls.from_gbnf(regex_to_gbnf(pattern))
+        with paused_collection():
+            rules, text = regex_rules(pattern)
+            ruleset = _compile(text, "root", None, rules)
+        return cls("root", ruleset, text)
 
     @property
     def root(self) -> str:

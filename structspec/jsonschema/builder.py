@@ -20,6 +20,7 @@ from structspec.ir.expr import (
     Lit,
     MaybeExpr,
     Ref,
+    Rule,
     alt,
     productive,
     references,
@@ -89,8 +90,13 @@ class GrammarBuilder:
             self.rules[name] = make()
         return Ref(name)
 
-    def render(self, root: str = "root") -> str | None:
-        """The grammar text, or ``None`` when ``root`` matches nothing."""
+    def finish(self, root: str = "root") -> tuple[dict[str, Rule], str] | None:
+        """The rules reachable from ``root`` (``root`` first, then in definition order) and their
+        GBNF text, or ``None`` when ``root`` matches nothing. The rules are what parsing the text
+        gives back, up to spelling (a class is a :class:`~structspec.ir.expr.Chars`, not the
+        :class:`~structspec.ir.expr.CharClass` written in the text; no positions), so a grammar is
+        compiled from them without parsing the text (``Grammar.from_json_schema``); the text is
+        printed all the same: it is the grammar's ``source``, and its size is the budget."""
         rules, referred = self._productive()
         if root not in rules:
             return None
@@ -112,7 +118,7 @@ class GrammarBuilder:
             size += len(lines[-1]) + 1
             if size > MAX_GRAMMAR_BYTES:
                 raise too_large(f"the grammar would be larger than {MAX_GRAMMAR_BYTES >> 20} MiB")
-        return "\n".join(lines) + "\n"
+        return {name: Rule(name, rules[name]) for name in ordered}, "\n".join(lines) + "\n"
 
     def _productive(self) -> tuple[dict[str, Expr], dict[str, set[str]]]:
         """Rules that derive at least one string, with dead references removed, and the rules

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from collections.abc import Hashable
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema as jsonschema_lib
@@ -22,7 +22,7 @@ from structspec.budget import check, deadline
 from structspec.errors import SCHEMA_TOO_DEEP, SchemaError, SchemaRelaxedWarning
 from structspec.gcpause import paused_collection
 from structspec.ir.byte_automaton import ByteAutomaton
-from structspec.ir.expr import Expr, Lit, MaybeExpr, Ref, alt
+from structspec.ir.expr import Expr, Lit, MaybeExpr, Ref, Rule, alt
 from structspec.jsonschema import helpers
 from structspec.jsonschema.arrays import array_expr
 from structspec.jsonschema.builder import GrammarBuilder
@@ -171,30 +171,31 @@ class Converter:
         return helpers.ref(self.builder, name, self.ws)
 
     # -- compilation ---------------------------------------------------------------------------
-    def convert(self) -> str:
-        """The grammar text; one call per converter. The expander, which refers back to the
-        converter, is dropped at the end, so that reference counting frees the run's syntax
-        trees at once rather than leaving a cycle to the collector."""
+    def convert(self) -> tuple[dict[str, Rule], str]:
+        """The grammar's rules and text (see :meth:`GrammarBuilder.finish`); one call per
+        converter. The expander, which refers back to the converter, is dropped at the end, so
+        that reference counting frees the run's other syntax trees at once rather than leaving a
+        cycle to the collector."""
         try:
             with deadline(self.time_limit, lambda seconds: timeout(seconds, self._where)), enum_keys():
                 return self._convert()
         finally:
             del self.expander
 
-    def _convert(self) -> str:
+    def _convert(self) -> tuple[dict[str, Rule], str]:
         self._check_metaschema()
         self.builder.reserved.add("root")
         self._defs[""] = Ref("root")
         self._unguarded.add("")
         body = self.compile([self.doc.root], "root")
         self.builder.define("root", body)
-        text = self.builder.render("root")
-        if text is None:
+        finished = self.builder.finish("root")
+        if finished is None:
             raise SchemaError("the schema accepts no JSON value", "", "")
         if self.relaxed:
             listing = "; ".join(f"#{p} ({k}): {m}" for p, k, m in self.relaxed)
             warnings.warn(SchemaRelaxedWarning(f"schema approximated: {listing}", self.relaxed), stacklevel=3)
-        return text
+        return finished
 
     def _check_metaschema(self) -> None:
         """Refuse a schema that its draft's metaschema rejects, naming where (in strict and
@@ -409,11 +410,15 @@ def _contains(values: list[Any], value: Any) -> bool:
 
 @dataclass(frozen=True)
 class ConvertedSchema:
-    """A schema's grammar: GBNF ``text`` and the rules it names that are given as byte
-    automata (grounded strings); ``Grammar.from_gbnf(text, automata=automata)`` compiles it."""
+    """A schema's grammar: GBNF ``text``, the rules it names that are given as byte automata
+    (grounded strings), and ``rules``, the rule table the text prints (``root`` first; what
+    parsing the text gives, up to spelling: see :meth:`GrammarBuilder.finish`).
+    ``Grammar.from_json_schema`` compiles ``rules`` as they are; ``Grammar.from_gbnf(text,
+    automata=automata)`` compiles the same grammar from the text."""
 
     text: str
     automata: dict[str, ByteAutomaton]
+    rules: Mapping[str, Rule] = field(repr=False, compare=False)
 
     def gbnf(self) -> str:
         """The text with a comment line for each given rule (what it is, in words)."""
@@ -422,15 +427,20 @@ class ConvertedSchema:
 
 @dataclass(frozen=True)
 class _Template:
-    """A grounded conversion whose text no source changes: the text, and each grounded rule's
-    narrowing and schema pointer."""
+    """A grounded conversion whose grammar no source changes: the text and its rules, and each
+    grounded rule's narrowing and schema pointer."""
 
     text: str
+    rules: Mapping[str, Rule]
     spans: dict[str, tuple[Any, str]]
 
 
+RULE_BYTES = 40  # estimated bytes of syntax tree per character of a grammar's text
+
 _TEMPLATES: BoundedCache[tuple[Any, ...], _Template] = BoundedCache(
-    max_entries=64, max_bytes=64 << 20, weigh=lambda key, t: 2 * (len(key[0]) + len(t.text)) + ENTRY_OVERHEAD)
+    max_entries=64, max_bytes=64 << 20,
+    weigh=lambda key, t: 2 * (len(key[0]) + len(t.text)) + RULE_BYTES * len(t.text) + ENTRY_OVERHEAD)
+"""By the schema's JSON and the options; about :data:`RULE_BYTES` of syntax tree per character of text."""
 
 
 def convert_schema(
@@ -471,15 +481,15 @@ def convert_schema(
             automata = {name: span_automaton(grounding.source, spec, pointer)
                         for name, (spec, pointer) in template.spans.items()}
             if all(automaton is not None for automaton in automata.values()):
-                return ConvertedSchema(template.text, automata)
+                return ConvertedSchema(template.text, automata, template.rules)
     with paused_collection():
         converter = Converter(schema, whitespace, strict, property_order, time_limit, grounding)
-        text = converter.convert()
+        rules, text = converter.convert()
         grounded, given = converter.grounded, dict(converter.builder.given)
-        del converter  # its syntax trees die inside the block: the collection after it does not walk them
+        del converter  # the trees not handed over die inside the block: the collection after it does not walk them
     if key is not None and not grounded.source_shaped:
-        _TEMPLATES.put(key, _Template(text, dict(grounded.spans)))
-    return ConvertedSchema(text, given)
+        _TEMPLATES.put(key, _Template(text, rules, dict(grounded.spans)))
+    return ConvertedSchema(text, given, rules)
 
 
 def schema_to_gbnf(

@@ -3,7 +3,8 @@
 Two entry points:
 
 * :func:`regex_to_gbnf` turns a pattern into a whole grammar whose ``root`` matches exactly
-  the strings the pattern matches *in full* (as if wrapped in ``^...$``).
+  the strings the pattern matches *in full* (as if wrapped in ``^...$``); :func:`regex_rules`
+  gives its rule table as well, for ``Grammar.from_regex``.
 * :func:`pattern_language` gives the language of a JSON Schema ``pattern`` (unanchored:
   the string only has to *contain* a match, unless ``^``/``$`` say otherwise) either as an
   anchor-free expression or, when anchors sit inside the pattern, as a DFA. The JSON Schema
@@ -28,6 +29,7 @@ from structspec.ir.expr import (
     Lit,
     MaybeExpr,
     Rep,
+    Rule,
     Seq,
     alt,
     chars,
@@ -42,6 +44,7 @@ __all__ = [
     "PatternLanguage",
     "RegexError",
     "pattern_language",
+    "regex_rules",
     "regex_to_gbnf",
     "single_repeat",
 ]
@@ -86,6 +89,13 @@ def pattern_language(pattern: str, *, search: bool = True) -> PatternLanguage:
 
 def regex_to_gbnf(pattern: str) -> str:
     """A GBNF grammar whose ``root`` matches exactly the strings ``pattern`` fully matches."""
+    return regex_rules(pattern)[1]
+
+
+def regex_rules(pattern: str) -> tuple[dict[str, Rule], str]:
+    """:func:`regex_to_gbnf`'s rules (``root`` first; what parsing the text gives, up to
+    spelling: a class is a :class:`~structspec.ir.expr.Chars`) and its text, so that
+    ``Grammar.from_regex`` compiles the rules without parsing the text."""
     language = pattern_language(pattern, search=False)
     sink = _Rules()
     body: MaybeExpr = None
@@ -96,7 +106,8 @@ def regex_to_gbnf(pattern: str) -> str:
     if body is None:
         raise RegexError("pattern matches nothing", pattern, 0)
     rules = {"root": body, **sink.rules}
-    return "\n".join(format_rule(name, expr) for name, expr in rules.items()) + "\n"
+    text = "\n".join(format_rule(name, expr) for name, expr in rules.items()) + "\n"
+    return {name: Rule(name, expr) for name, expr in rules.items()}, text
 
 
 class _Rules:

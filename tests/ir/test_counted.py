@@ -45,10 +45,10 @@ def language(edges: dict[int, list[tuple[MaybeExpr, int]]], accept: set[int], li
     builder = GrammarBuilder()  # a rule sink that drops references to rules that match nothing
     root = counted.emit_counted(edges, accept, 0, limit, builder, "r")
     builder.define("root", root)
-    text = builder.render("root")
-    if text is None:
+    finished = builder.finish("root")
+    if finished is None:
         return None
-    grammar = Grammar.from_gbnf(text)
+    grammar = Grammar.from_gbnf(finished[1])
     return [grammar.matches(w) for w in _words(limit + 1)]
 
 
