@@ -6,15 +6,16 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from structspec.budget import MAX_GBNF_NESTING
 from structspec.gcpause import paused_collection
 from structspec.grammar.compiler import CompileLimitError, compile_rules
 from structspec.grammar.gbnf.analysis import grammar_errors, rule_table
-from structspec.grammar.gbnf.parser import parse_gbnf
+from structspec.grammar.gbnf.parser import MAX_REPEAT, parse_gbnf
 from structspec.grammar.given import comments, stand_ins
 from structspec.grammar.parse_state import ParseState
 from structspec.grammar.ruleset import RuleSet
 from structspec.ir.byte_automaton import ByteAutomaton
-from structspec.ir.expr import Rule
+from structspec.ir.expr import Rule, height
 from structspec.ir.printer import format_rules
 from structspec.lru import ENTRY_OVERHEAD, BoundedCache
 
@@ -40,6 +41,8 @@ def _handed_table(
 ) -> dict[str, Rule]:
     """:func:`_rule_table` for rules a converter built and printed as ``text`` (what parsing it
     gives, without positions): the same checks, and an error is raised as the text's, placed in it."""
+    if any(_near_parse_limits(rule) for rule in rules.values()):  # the text's own limits decide
+        return _rule_table(text, root, automata)
     given = stand_ins(automata, rules.values(), text)
     table = {**rules, **{rule.name: rule for rule in given}}
     problems = grammar_errors(table.values(), root)
@@ -47,6 +50,14 @@ def _handed_table(
         _rule_table(text, root, automata)
         raise problems[0].to_error(text)
     return table
+
+
+def _near_parse_limits(rule: Rule) -> bool:
+    """Whether the printed ``rule`` could meet a limit the GBNF parser sets on text (repetition
+    counts, nesting; the check errs on the safe side): the text is then parsed after all."""
+    if any(max(rep.low, rep.high or 0) > MAX_REPEAT for rep in rule.reps):
+        return True
+    return rule.size > MAX_GBNF_NESTING and height(rule.body) >= MAX_GBNF_NESTING
 
 
 _TABLES: BoundedCache[tuple, dict[str, Rule]] = BoundedCache(

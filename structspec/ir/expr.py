@@ -158,11 +158,17 @@ class Rule:
         """The repetitions in the body, depth first."""
         return self._parts[1]
 
+    @property
+    def size(self) -> int:
+        """The nodes in the body (a bound on its :func:`height`)."""
+        return self._parts[2]
+
     @cached_property
-    def _parts(self) -> tuple[tuple[Ref, ...], tuple[Rep, ...]]:
+    def _parts(self) -> tuple[tuple[Ref, ...], tuple[Rep, ...], int]:
         # One walk, kept: the analyses and the compiler each read the references.
         nodes = walk(self.body)
-        return tuple(n for n in nodes if isinstance(n, Ref)), tuple(n for n in nodes if isinstance(n, Rep))
+        return (tuple(n for n in nodes if isinstance(n, Ref)), tuple(n for n in nodes if isinstance(n, Rep)),
+                len(nodes))
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:
@@ -187,6 +193,23 @@ def walk(expr: Expr) -> list[Expr]:
         elif isinstance(current, Rep):
             stack.append(current.item)
     return out
+
+
+def height(expr: Expr) -> int:
+    """How deep sequences, alternatives and repetitions nest in ``expr`` (a leaf is 0), as the
+    GBNF parser counts it for its nesting limit."""
+    deepest = 0
+    stack = [(expr, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (Seq, Alt)):
+            depth += 1
+            stack += [(item, depth) for item in node.items]
+        elif isinstance(node, Rep):
+            depth += 1
+            stack.append((node.item, depth))
+        deepest = max(deepest, depth)
+    return deepest
 
 
 EMPTY = Lit("")

@@ -24,7 +24,8 @@ from structspec.grammar import Grammar
 from structspec.grammar.gbnf.parser import parse_gbnf
 from structspec.grammar.ruleset import RuleSet
 from structspec.ir.charset import CharSet
-from structspec.ir.expr import Alt, CharClass, Chars, Expr, Rep, Rule, Seq
+from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Rep, Rule, Seq
+from structspec.ir.printer import format_rule
 from structspec.jsonschema import ConvertedSchema, Grounding, convert_schema
 from structspec.regex.convert import RegexError, regex_rules, regex_to_gbnf
 
@@ -62,9 +63,9 @@ def assert_same_grammar(rules: dict[str, Rule], text: str, automata: dict | None
     """The handed ``rules`` are the parse of ``text``, and both compile to the same rule set
     (or fail with the same error)."""
     parsed = parse_gbnf(text)
-    assert not parsed.diagnostics
-    assert list(rules) == [rule.name for rule in parsed.rules]
-    assert {name: rule.body for name, rule in rules.items()} == {r.name: spelled(r.body) for r in parsed.rules}
+    if not parsed.diagnostics:  # else the text is past the parser's limits: both must fail below
+        assert list(rules) == [rule.name for rule in parsed.rules]
+        assert {name: rule.body for name, rule in rules.items()} == {r.name: spelled(r.body) for r in parsed.rules}
     outcomes = []
     for handed in (rules, None):
         grammar_module._TABLES.clear()  # tables with given rules are kept by their text
@@ -184,3 +185,34 @@ def test_grammar_source_and_rules() -> None:
     assert {name: spelled(rule.body) for name, rule in grammar.rules.items()} == {
         name: rule.body for name, rule in found.rules.items()}
     assert grammar.matches('["ab","c"]') and not grammar.matches('["ad"]')
+
+
+def test_parse_limits_hold() -> None:
+    """What the text's parser refuses (here a count over its limit, ``char{100001,}``: the
+    strings of the first branch or of neither other one), the handed rules do not get past."""
+    schema = {"oneOf": [
+        {"type": "string", "minLength": 100, "maxLength": 100_000},
+        {"anyOf": [{"type": "string"}, {"not": {"type": "string", "format": "bogus"}}]},
+        {"type": "string", "pattern": "[a-" + "-" * 12 + "*" + "-" * 121 + "z]*+"},
+    ]}
+    found = converted(schema, strict=False, property_order="any")
+    assert found is not None and "char{100001,}" in found.text
+    assert_same_grammar(dict(found.rules), found.text)
+    with pytest.raises(GrammarError) as direct:
+        Grammar.from_json_schema(schema, strict=False, property_order="any")
+    assert (direct.value.code, direct.value.line, direct.value.column) == ("E108", 2, 19)
+
+
+def test_deep_rule_is_checked_as_text() -> None:
+    """A rule nested past the parser's limit fails as its text does."""
+    body: Expr = Lit("a")
+    for i in range(140):
+        body = Seq((Lit("b"), Rep(body, 0, 1))) if i % 2 else Alt((Lit("c"), body))
+    rules = {"root": Rule("root", body)}
+    text = format_rule("root", body) + "\n"
+    with pytest.raises(GrammarError) as direct:
+        grammar_module._compile(text, "root", None, rules)
+    with pytest.raises(GrammarError) as from_text:
+        Grammar.from_gbnf(text)
+    assert direct.value.code == from_text.value.code == "E108"
+    assert (direct.value.line, direct.value.column) == (from_text.value.line, from_text.value.column)

@@ -5,7 +5,8 @@ Documented errors (a :class:`~structspec.errors.GrammarError`, :class:`~structsp
 or :class:`~structspec.regex.RegexError`) are outcomes, not failures; any other exception is a
 traceback. A target also checks what it can cheaply: a grammar prints back to an equivalent one,
 a converted schema's grammar only produces valid JSON, a regex grammar accepts nothing Python's
-``re`` rejects.
+``re`` rejects, and the rule table a converter hands the compiler compiles to the rule set its
+printed text does.
 Disagreements raise :class:`Inconsistent`.
 """
 
@@ -17,13 +18,14 @@ import re
 from typing import Any
 
 import jsonschema
+import numpy as np
 
 from structspec import Grammar, GrammarError, SchemaError, Vocabulary
 from structspec import compile as compile_grammar
 from structspec.errors import SchemaRelaxedWarning
 from structspec.grammar.lint import lint_source
-from structspec.jsonschema import schema_to_gbnf
-from structspec.regex import RegexError, regex_to_gbnf
+from structspec.jsonschema import convert_schema
+from structspec.regex import RegexError
 
 CLOSERS = frozenset(b'"]}')
 _TOKENS = [bytes([b]) for b in range(256)] + [b"ab", b"xyz", b'{"', b'":', b"true", "日本".encode(), b"\\u00", None]
@@ -58,15 +60,16 @@ def gbnf(text: str, probe: bytes | str) -> str:
 def schema(value: Any, strict: bool, whitespace: str, order: str, walks: int) -> str:
     """Convert one schema (or schema text), compile it, and check what its grammar produces."""
     try:
-        text = schema_to_gbnf(value, strict=strict, whitespace=whitespace, property_order=order)
+        converted = convert_schema(value, strict=strict, whitespace=whitespace, property_order=order)
     except SchemaError as exc:
         return f"refused {exc.code}"
     try:
-        grammar = Grammar.from_gbnf(text)
+        grammar = Grammar._from_converted(converted)  # Grammar.from_json_schema's compile: the rule table as handed
     except GrammarError as exc:
         if exc.code in ("E108", "E110"):
             return f"too large {exc.code}"
         raise Inconsistent(f"the converter wrote GBNF that does not compile: {exc}") from None
+    _same_rule_set(grammar, converted.text, "converter")
     if not strict or isinstance(value, str):
         return "converted"
     cls = jsonschema.validators.validator_for(value, default=jsonschema.Draft202012Validator)
@@ -108,20 +111,31 @@ def regex(pattern: str, probes: list[str]) -> str:
     Python's ``re``. (Not the converse: where ECMAScript and Python read a class differently,
     ``\\w`` or ``\\s`` on non-ASCII text, the grammar takes the strings both accept.)"""
     try:
-        text = regex_to_gbnf(pattern)
+        grammar = Grammar.from_regex(pattern)
     except RegexError:
         return "refused"
-    try:
-        grammar = Grammar.from_gbnf(text)
     except GrammarError as exc:
         if exc.code in ("E108", "E110"):
             return f"too large {exc.code}"
         raise Inconsistent(f"the regex converter wrote GBNF that does not compile: {exc}") from None
+    _same_rule_set(grammar, grammar.source, "regex converter")
     compiled = re.compile(pattern)
     for probe in probes:
         if grammar.matches(probe) and compiled.fullmatch(probe) is None:
             raise Inconsistent(f"the grammar accepts {probe!r}, which re does not fully match")
     return "converted"
+
+
+def _same_rule_set(grammar: Grammar, text: str, who: str) -> None:
+    """The rule set compiled from the rule table a converter handed over is the one its text
+    compiles to."""
+    again = Grammar.from_gbnf(text).ruleset
+    ours = grammar.ruleset
+    if (ours.rule_names, ours.rule_start, ours.refs, ours.token_edges, ours.final) != (
+            again.rule_names, again.rule_start, again.refs, again.token_edges, again.final) or not (
+            np.array_equal(ours.byte_class, again.byte_class) and np.array_equal(ours.move_rows, again.move_rows)
+            and np.array_equal(ours.move_row, again.move_row)):
+        raise Inconsistent(f"the {who}'s rule table and its GBNF text compile to different rule sets")
 
 
 def _walk(grammar: Grammar, rng: random.Random, limit: int) -> bytes | None:
