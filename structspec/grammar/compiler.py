@@ -20,7 +20,7 @@ import numpy as np
 from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.grammar.ruleset import RuleSet, shared_move_rows
 from structspec.grammar.utf8 import utf8_sequences
-from structspec.ir._byte_automata import AutomatonLimit, rule_automaton
+from structspec.ir._byte_automata import AutomatonLimit, rule_automaton, rule_key
 from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef
 from structspec.lru import BoundedCache
@@ -91,10 +91,10 @@ def compile_rules(
 
 def _rule_dfa(table: Mapping[str, Rule], inline: set[str], name: str) -> _Layout:
     """The automaton of one rule, from the process-wide cache when a rule of the same shape
-    (see :func:`_shape`) was compiled before: most schema grammars share the JSON helpers
-    (``string``, ``number``, ``value`` ...), and many repeat one property's rules under each
-    property's name, so their automata are built once per process."""
-    key, named = _shape(table, inline, table[name].body)
+    (see :func:`~structspec.ir._byte_automata.rule_key`) was compiled before: most schema
+    grammars share the JSON helpers (``string``, ``number``, ``value`` ...), and many repeat one
+    property's rules under each property's name, so their automata are built once per process."""
+    key, named = rule_key(table[name].body, table, inline)
     dfa = _DFA_CACHE.get(key, None)
     if dfa is None:
         dfa = _build_dfa(table, inline, table[name])._replace(named=named)
@@ -134,50 +134,6 @@ def _given_dfa(automaton: ByteAutomaton) -> _Layout:
     has_bytes[automaton.src] = True
     moves = (automaton.src, automaton.byte, automaton.dst)
     return _Layout(byte_class, None, _NO_CALLS, automaton.final, has_bytes, moves=moves)
-
-
-def _shape(table: Mapping[str, Rule], inline: Collection[str], body: Expr) -> tuple[tuple, tuple[str, ...]]:
-    """A rule's cache key, and the names of the rules it refers to in the order the key numbers
-    them. The key is the body, then the body of each rule inlined into it (directly or through
-    others), as one flat tuple of strings and numbers in prefix order with arities (so it reads
-    back to one tree); a reference is written as inlined or called and the referred rule's
-    number (by first reference), not its name, so rules that differ only in the names of the
-    rules they refer to share a key (their automata differ only in those names). Flat, the keys
-    cost no per-node objects while cached, and the collector skips them."""
-    atoms: list = []
-    numbers: dict[str, int] = {}
-    named: list[str] = []
-    todo: list = [body]
-    written = 0  # referred rules whose inlined body is queued (or that are called)
-    while todo or written < len(named):
-        if not todo:
-            name = named[written]
-            written += 1
-            if name in inline:
-                atoms += ("=", numbers[name])
-                todo.append(table[name].body)
-            continue
-        node = todo.pop()
-        if isinstance(node, (Seq, Alt)):
-            atoms += ("S" if isinstance(node, Seq) else "A", len(node.items))
-            todo.extend(reversed(node.items))
-        elif isinstance(node, Rep):
-            atoms += ("P", node.low, node.high)
-            todo.append(node.item)
-        elif isinstance(node, Lit):
-            atoms += ("L", node.text)
-        elif isinstance(node, Ref):
-            number = numbers.get(node.name)
-            if number is None:
-                number = numbers[node.name] = len(named)
-                named.append(node.name)
-            atoms += ("I" if node.name in inline else "R", number)
-        elif isinstance(node, TokenRef):
-            atoms += ("T", node.token, node.negated)
-        else:
-            ranges = node.code_points() if isinstance(node, CharClass) else node.charset.ranges
-            atoms += ("C", len(ranges), *(bound for pair in ranges for bound in pair))
-    return tuple(atoms), tuple(named)
 
 
 def _blocked(table: Mapping[str, Rule], given: Collection[str] = ()) -> tuple[Mapping[str, Rule], set[str]]:
@@ -395,7 +351,51 @@ class _Layout(NamedTuple):
     has_bytes: np.ndarray  # [state]: whether it moves on some byte
     symbols: tuple[str | TokenRef, ...] = ()  # the rules and token references the calls name
     moves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a given automaton's (src, byte, dst)
-    named: tuple[str, ...] = ()  # the rules it refers to, numbered as in its cache key (see _shape)
+    named: tuple[str, ...] = ()  # the rules it refers to, numbered as in its cache key (see rule_key)
+
+
+def _symbol_edges(
+    layouts: list[_Layout], offsets: np.ndarray, index: Mapping[str, int], token_index: Mapping[TokenRef, int],
+    total: int,
+) -> tuple[list[tuple[tuple[int, int], ...]], list[tuple[tuple[int, int], ...]]]:
+    """Each state's rule calls ``(callee start, target - state)`` and token edges ``(token
+    reference, target)``, in the order of the automata's symbol edges. The edges of all rules
+    are numbered as arrays at once and cut into per-state tuples by slicing (a schema grammar
+    has thousands: per-edge Python work was half of assembling one); equal call tuples are shared."""
+    refs: list[tuple[tuple[int, int], ...]] = [()] * total
+    token_edges: list[tuple[tuple[int, int], ...]] = [()] * total
+    counts = [len(layout.calls[0]) for layout in layouts]
+    if not any(counts):
+        return refs, token_edges
+    symbol_counts = [len(layout.symbols) for layout in layouts]
+    starts = offsets.tolist()
+    numbers = np.array([starts[index[s]] if isinstance(s, str) else token_index[s]
+                        for layout in layouts for s in layout.symbols], dtype=np.int64)
+    is_rule = np.array([isinstance(s, str) for layout in layouts for s in layout.symbols], dtype=bool)
+    base = np.repeat(offsets.astype(np.int64), counts)
+    state = np.concatenate([layout.calls[0] for layout in layouts]).astype(np.int64) + base
+    symbol = np.concatenate([layout.calls[1] for layout in layouts]).astype(np.int64)
+    symbol += np.repeat(np.cumsum([0, *symbol_counts[:-1]]), counts)
+    target = np.concatenate([layout.calls[2] for layout in layouts]).astype(np.int64) + base
+    order = np.argsort(state, kind="stable")  # a state's edges keep their order
+    state, symbol, target = state[order], symbol[order], target[order]
+    rule = is_rule[symbol]
+    shared: dict[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] = {}  # equal relative calls, once
+    for wanted, out in ((True, refs), (False, token_edges)):
+        picked = rule if wanted else ~rule
+        if not picked.any():
+            continue
+        at, moves = state[picked], target[picked]
+        if wanted:
+            moves = moves - at
+        pairs = list(zip(numbers[symbol[picked]].tolist(), moves.tolist(), strict=True))
+        cuts = np.flatnonzero(at[1:] != at[:-1]) + 1
+        starts = [0, *cuts.tolist()]
+        ends = [*starts[1:], len(pairs)]
+        for q, a, b in zip(at[starts].tolist(), starts, ends, strict=True):
+            edges = tuple(pairs[a:b])
+            out[q] = shared.setdefault(edges, edges) if wanted else edges
+    return refs, token_edges
 
 
 def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: tuple[TokenRef, ...]) -> RuleSet:
@@ -406,14 +406,23 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
     index = {name: i for i, name in enumerate(names)}
     token_index = {ref: i for i, ref in enumerate(token_refs)}
     # Global byte classes are the common refinement of the rules' own: one per distinct column of
-    # local class ids, numbered by their lowest byte.
+    # local class ids, numbered by their lowest byte (a dict over the columns' bytes, bytes in
+    # order: np.unique over columns sorted them at several times the cost).
     local = np.stack([layout.byte_class for layout in layouts])
-    columns, lowest, byte_class = np.unique(local, axis=1, return_index=True, return_inverse=True)
-    order = np.argsort(lowest)
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    byte_class = rank[byte_class.reshape(-1)].astype(np.int32)
-    columns = columns[:, order]
+    width = local.shape[0] * local.itemsize
+    flat = np.ascontiguousarray(local.T).tobytes()
+    numbered: dict[bytes, int] = {}
+    lowest: list[int] = []
+    classes = []
+    for byte in range(256):
+        column = flat[byte * width : (byte + 1) * width]
+        number = numbered.get(column)
+        if number is None:
+            number = numbered[column] = len(lowest)
+            lowest.append(byte)
+        classes.append(number)
+    byte_class = np.array(classes, dtype=np.int32)
+    columns = local[:, lowest]
     class_table = np.empty((total, columns.shape[1]), dtype=np.int32)  # filled in place: rules can be big
     for r, layout in enumerate(layouts):
         rows = class_table[offsets[r] : offsets[r] + sizes[r]]
@@ -426,27 +435,7 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
         if offsets[r]:
             rows[rows >= 0] += offsets[r]
     move_rows, move_row = shared_move_rows(class_table)
-    refs: list[tuple[tuple[int, int], ...]] = [()] * total
-    token_edges: list[tuple[tuple[int, int], ...]] = [()] * total
-    shared: dict[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] = {}  # equal relative calls, once
-    for r, layout in enumerate(layouts):
-        base = rule_start[r]
-        called = [(True, rule_start[index[s]]) if isinstance(s, str) else (False, token_index[s])
-                  for s in layout.symbols]
-        by_state: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
-        for q, symbol, t in zip(*(column.tolist() for column in layout.calls), strict=True):
-            is_rule, number = called[symbol]
-            calls, tokens = by_state.setdefault(q, ([], []))
-            if is_rule:
-                calls.append((number, t - q))
-            else:
-                tokens.append((number, base + t))
-        for q, (calls, tokens) in by_state.items():
-            if calls:
-                relative = tuple(calls)
-                refs[base + q] = shared.setdefault(relative, relative)
-            if tokens:
-                token_edges[base + q] = tuple(tokens)
+    refs, token_edges = _symbol_edges(layouts, offsets, index, token_index, total)
     has_refs = np.fromiter(map(bool, refs), dtype=bool, count=total)
     has_tokens = np.fromiter(map(bool, token_edges), dtype=bool, count=total)
     final = np.concatenate([layout.final for layout in layouts])

@@ -221,6 +221,57 @@ def rule_automaton(body, table, inline, sequences, int nfa_limit, int dfa_limit)
     return found
 
 
+def rule_key(body, table, inline):
+    """The cache key of :func:`rule_automaton`'s result for ``body``, and the names of the rules
+    it refers to in the order the key numbers them. The key is the body, then the body of each
+    rule inlined into it (directly or through others), as one flat tuple of strings and numbers
+    in prefix order with arities (so it reads back to one tree); a reference is written as
+    inlined or called and the referred rule's number (by first reference), not its name, so
+    rules that differ only in the names of the rules they refer to share a key (their automata
+    differ only in those names). Flat, the keys cost no per-node objects while cached, and the
+    collector skips them. (Built here rather than in Python: it walks every node of every
+    compiled rule, a tenth of compiling a typical schema's grammar.)"""
+    cdef list atoms = []
+    cdef dict numbers = {}
+    cdef list named = []
+    cdef list todo = [body]
+    cdef Py_ssize_t written = 0, i  # referred rules whose inlined body is queued (or that are called)
+    while todo or written < len(named):
+        if not todo:
+            name = named[written]
+            written += 1
+            if name in inline:
+                atoms += ("=", numbers[name])
+                todo.append(table[name].body)
+            continue
+        node = todo.pop()
+        kind = type(node)
+        if kind is Seq or kind is Alt:
+            items = node.items
+            atoms += ("S" if kind is Seq else "A", len(items))
+            for i in range(len(items) - 1, -1, -1):
+                todo.append(items[i])
+        elif kind is Rep:
+            atoms += ("P", node.low, node.high)
+            todo.append(node.item)
+        elif kind is Lit:
+            atoms += ("L", node.text)
+        elif kind is Ref:
+            number = numbers.get(node.name)
+            if number is None:
+                number = numbers[node.name] = len(named)
+                named.append(node.name)
+            atoms += ("I" if node.name in inline else "R", number)
+        elif kind is TokenRef:
+            atoms += ("T", node.token, node.negated)
+        else:
+            ranges = node.code_points() if kind is CharClass else node.charset.ranges
+            atoms += ("C", len(ranges))
+            for pair in ranges:
+                atoms += pair
+    return tuple(atoms), tuple(named)
+
+
 cdef int _compare(const void* a, const void* b) noexcept nogil:
     cdef int32_t x = (<int32_t*> a)[0]
     cdef int32_t y = (<int32_t*> b)[0]

@@ -341,21 +341,6 @@ def _rebuild(expr: MaybeExpr, leaf: Callable[[Expr], MaybeExpr]) -> MaybeExpr:
     return leaf(expr)
 
 
-def references(expr: MaybeExpr) -> set[str]:
-    """Names of the rules ``expr`` refers to."""
-    found: set[str] = set()
-    pending = [expr]
-    while pending:
-        node = pending.pop()
-        if isinstance(node, Ref):
-            found.add(node.name)
-        elif isinstance(node, (Seq, Alt)):
-            pending += node.items
-        elif isinstance(node, Rep):
-            pending.append(node.item)
-    return found
-
-
 def derives(expr: Expr, rules: set[str], leaf: Callable[[Expr], bool]) -> bool:
     """Whether ``expr`` derives a string of some kind, given the ``rules`` that do and what
     ``leaf`` says of every node that is not a reference or a combination of others."""

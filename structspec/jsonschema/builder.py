@@ -23,7 +23,6 @@ from structspec.ir.expr import (
     Rule,
     alt,
     productive,
-    references,
     rep,
     seq,
     substitute,
@@ -114,45 +113,48 @@ class GrammarBuilder:
         lines = []
         for name in ordered:
             check()
-            lines.append(format_rule(name, rules[name]))
+            lines.append(format_rule(name, rules[name].body))
             size += len(lines[-1]) + 1
             if size > MAX_GRAMMAR_BYTES:
                 raise too_large(f"the grammar would be larger than {MAX_GRAMMAR_BYTES >> 20} MiB")
-        return {name: Rule(name, rules[name]) for name in ordered}, "\n".join(lines) + "\n"
+        return {name: rules[name] for name in ordered}, "\n".join(lines) + "\n"
 
-    def _productive(self) -> tuple[dict[str, Expr], dict[str, set[str]]]:
+    def _productive(self) -> tuple[dict[str, Rule], dict[str, set[str]]]:
         """Rules that derive at least one string, with dead references removed, and the rules
-        each of them refers to.
+        each of them refers to. (Each is made a :class:`Rule` first: the walk that finds its
+        references is kept in it, and the grammar's checks and compiler read it again.)
 
         A worklist: a rule is checked once, then again only when a rule it refers to turns out
         productive, so the work is linear in the grammar rather than in rules times chain length.
         """
         users: dict[str, list[str]] = {}
-        referred = {name: references(expr) for name, expr in self.rules.items()}
+        made = {name: Rule(name, expr) for name, expr in self.rules.items() if expr is not None}
+        referred = {name: {ref.name for ref in rule.refs} for name, rule in made.items()}
         for name, refs in referred.items():
             for ref in refs:
                 users.setdefault(ref, []).append(name)
         alive: set[str] = set(self.given)
-        pending = [name for name, expr in self.rules.items() if expr is not None]
+        pending = list(made)
         while pending:
             check()
             name = pending.pop()
-            expr = self.rules[name]
-            if name not in alive and expr is not None and productive(expr, alive):
+            if name not in alive and productive(made[name].body, alive):
                 alive.add(name)
                 pending += [user for user in users.get(name, ()) if user not in alive]
 
         def keep(ref: Ref) -> MaybeExpr:
             return ref if ref.name in alive else None
 
-        out: dict[str, Expr] = {}
-        for name, expr in self.rules.items():
-            if name in alive and expr is not None:
+        out: dict[str, Rule] = {}
+        for name, rule in made.items():
+            if name in alive:
                 if not referred[name] <= alive:  # rebuilt only when a branch has to go
-                    expr = substitute(expr, keep)
-                    referred[name] = references(expr)
-                if expr is not None:
-                    out[name] = expr
+                    expr = substitute(rule.body, keep)
+                    if expr is None:
+                        continue
+                    rule = Rule(name, expr)
+                    referred[name] = {ref.name for ref in rule.refs}
+                out[name] = rule
         return out, referred
 
 
