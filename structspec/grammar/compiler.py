@@ -253,7 +253,10 @@ def _estimate(node: Expr, inline: set[str], estimates: Mapping[str, int]) -> int
     if isinstance(node, TokenRef):
         return 1
     if isinstance(node, (Seq, Alt)):
-        return sum(_estimate(child, inline, estimates) for child in node.items) + 2
+        total = 2
+        for child in node.items:  # a loop, not sum() over a generator: it runs per node of every rule
+            total += _estimate(child, inline, estimates)
+        return total
     assert isinstance(node, Rep)
     copies = max(node.low, 1) if node.high is None else max(node.high, 1)
     return _estimate(node.item, inline, estimates) * copies + 2

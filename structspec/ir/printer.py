@@ -47,30 +47,31 @@ def format_expr(expr: Expr, *, ascii_only: bool = True) -> str:
 
 def _format(expr: Expr, context: int, ascii_only: bool) -> str:
     """``context``: 0 top level or alternative, 1 sequence item, 2 repeated item."""
-    if isinstance(expr, Lit):
+    kind = type(expr)  # the node types by frequency in converter output; list comprehensions for join
+    if kind is Lit:
         if _PRINTABLE.fullmatch(expr.text):
             return f'"{expr.text}"'
-        return '"' + "".join(_escape(c, '"', ascii_only) for c in expr.text) + '"'
-    if isinstance(expr, Chars):
-        return _format_set(expr.charset, ascii_only)
-    if isinstance(expr, CharClass):
-        return _format_class(expr.ranges, expr.negated, ascii_only)
-    if isinstance(expr, Ref):
+        return '"' + "".join([_escape(c, '"', ascii_only) for c in expr.text]) + '"'
+    if kind is Ref:
         return expr.name
-    if isinstance(expr, TokenRef):
-        text = f"<[{expr.token}]>" if isinstance(expr.token, int) else expr.token
-        return ("!" if expr.negated else "") + text
-    if isinstance(expr, Alt):
-        text = " | ".join(_format(item, 0, ascii_only) for item in expr.items)
-        return f"({text})" if context else text
-    if isinstance(expr, Seq):
+    if kind is Seq:
         if not expr.items:
             return '""'
-        text = " ".join(_format(item, 1, ascii_only) for item in expr.items)
+        text = " ".join([_format(item, 1, ascii_only) for item in expr.items])
         return f"({text})" if context == 2 else text
-    if isinstance(expr, Rep):
+    if kind is Chars:
+        return _format_set(expr.charset, ascii_only)
+    if kind is Alt:
+        text = " | ".join([_format(item, 0, ascii_only) for item in expr.items])
+        return f"({text})" if context else text
+    if kind is Rep:
         text = _format(expr.item, 2, ascii_only) + _suffix(expr.low, expr.high)
         return f"({text})" if context == 2 else text
+    if kind is CharClass:
+        return _format_class(expr.ranges, expr.negated, ascii_only)
+    if kind is TokenRef:
+        text = f"<[{expr.token}]>" if isinstance(expr.token, int) else expr.token
+        return ("!" if expr.negated else "") + text
     raise TypeError(f"no GBNF for {expr!r}")
 
 
