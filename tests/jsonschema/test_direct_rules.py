@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import structspec.grammar.grammar as grammar_module
-from structspec.errors import GrammarError, SchemaError
+from structspec.errors import GrammarError, SchemaError, SchemaRelaxedWarning
 from structspec.grammar import Grammar
 from structspec.grammar.gbnf.parser import parse_gbnf
 from structspec.grammar.ruleset import RuleSet
@@ -198,7 +198,7 @@ def test_parse_limits_hold() -> None:
     found = converted(schema, strict=False, property_order="any")
     assert found is not None and "char{100001,}" in found.text
     assert_same_grammar(dict(found.rules), found.text)
-    with pytest.raises(GrammarError) as direct:
+    with pytest.raises(GrammarError) as direct, pytest.warns(SchemaRelaxedWarning):
         Grammar.from_json_schema(schema, strict=False, property_order="any")
     assert (direct.value.code, direct.value.line, direct.value.column) == ("E108", 2, 19)
 
