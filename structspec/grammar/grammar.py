@@ -159,11 +159,13 @@ class Grammar:
         if grounded and source is None:
             raise ValueError("grounded=True needs the source text to ground strings in: pass source=...")
         grounding = None if source is None else Grounding(source, every_string=grounded)
-        with paused_collection():  # the converter's rule trees die inside the block (see from_gbnf)
+        with paused_collection():
             converted = convert_schema(
                 schema, whitespace=whitespace, strict=strict, property_order=property_order, grounding=grounding
             )
-            return cls._from_converted(converted)
+            grammar = cls._from_converted(converted)
+            del converted  # its rule trees die inside the block (see from_gbnf), unless a grounded template keeps them
+        return grammar
 
     @classmethod
     def _from_converted(cls, converted: ConvertedSchema) -> Grammar:
@@ -190,6 +192,7 @@ class Grammar:
         with paused_collection():
             rules, text = regex_rules(pattern)
             ruleset = _compile(text, "root", None, rules)
+            del rules  # the trees die inside the block (see from_gbnf)
         return cls("root", ruleset, text)
 
     @property
