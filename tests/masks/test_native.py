@@ -449,6 +449,24 @@ def test_move_rows_naming_missing_states_are_e108(shift: int, dtype: type) -> No
     assert caught.value.code == "E108"
 
 
+@pytest.mark.parametrize("field, value", [("child_hi", 1 << 20), ("child_lo", 0), ("row_hi", 1 << 20),
+                                          ("row_lo", -1), ("end_hi", 1 << 20), ("below_index", 1 << 20)])
+def test_trie_nodes_out_of_range_are_e108(field: str, value: int) -> None:
+    """The vocabulary trie's node records are checked as a loop split's are: a child before its
+    parent or past the nodes, rows past the rows, subtree words past the table."""
+    compiled, _ = _native()
+    trie = compiled._trie
+    nodes = trie.nodes.copy()
+    nodes[field][0] = value
+    with pytest.raises(GrammarError) as caught:
+        mask_runner.StackRunner(compiled.rules, compiled.vocabulary, replace(trie, nodes=nodes), compiled.n_words)
+    assert caught.value.code == "E108"
+    for bad in (replace(trie, nodes=trie.nodes.view(np.int64)), replace(trie, byte=trie.byte[:-1])):
+        with pytest.raises(GrammarError) as caught:
+            mask_runner.StackRunner(compiled.rules, compiled.vocabulary, bad, compiled.n_words)
+        assert caught.value.code == "E108"
+
+
 def test_masks_inside_a_blocked_repetition_are_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     """Counted repetitions compiled over block rules (forced on from a count of 4): the count
     lives on the stack, in and out of the block rule's frames."""
