@@ -55,6 +55,8 @@ cdef struct SplitData:
     Trie trie  # the rests
     const uint32_t* loop_p  # the mask words of the tokens of at most ``steps`` loop units
     Py_ssize_t n_loop
+    const uint8_t* units_p  # token id -> its loop units if it is one of those tokens, else 0
+    Py_ssize_t n_units
     int32_t steps
 
 
@@ -67,17 +69,23 @@ cdef class Split:
     cdef readonly int32_t max_id  # the largest token id among the rests
     cdef object _keep
 
-    def __init__(self, loop_words, nodes, trie_byte, below_words, row_ids, int steps):
+    def __init__(self, loop_words, loop_units, nodes, trie_byte, below_words, row_ids, int steps):
         loop_words = np.ascontiguousarray(loop_words, np.uint32)
+        loop_units = np.ascontiguousarray(loop_units, np.uint8)
         if not 0 <= steps < 256:
             raise ValueError(f"a split reads 0..255 units, not {steps}")
         kept = point_trie(&self.data.trie, nodes, trie_byte, below_words, row_ids, steps)
         if self.data.trie.n_words != len(loop_words):
             raise ValueError("a split's mask words must be as wide as its loop words")
-        self._keep = (loop_words, kept)
+        if len(loop_units) > 32 * len(loop_words) or loop_units.max(initial=0) > steps:
+            raise ValueError("a split's unit counts must fit its loop words and steps")
+        self._keep = (loop_words, loop_units, kept)
         cdef const uint32_t[::1] w = loop_words
+        cdef const uint8_t[::1] u = loop_units
         self.data.loop_p = &w[0] if w.shape[0] else NULL
         self.data.n_loop = w.shape[0]
+        self.data.units_p = &u[0] if u.shape[0] else NULL
+        self.data.n_units = u.shape[0]
         self.data.steps = steps
         self.max_id = int(kept[3].max(initial=-1))
 
@@ -926,39 +934,69 @@ cdef class Pushdown:
         code = self.seed(0, start, words, stack)
         return code if code < 0 else self.walk(words, stack)
 
-    cdef int chain_ahead(self, int32_t start, int32_t steps) noexcept nogil:
-        """In ``ahead`` the states ``steps`` uniform steps from ``start`` take, one by one, when
-        each of them takes at least the bytes (and whole characters) of ``start``'s step to
-        the next (1), else 0, or an error code."""
+    cdef int chain_ahead(self, int32_t start, int32_t steps, const uint8_t* flags) noexcept nogil:
+        """How many uniform steps ``m`` from ``start`` a split by its step ``flags`` may read,
+        with in ``ahead`` the ``m + 1`` states they pass: ``steps`` when each of the states takes
+        at least the bytes (and whole characters) of ``start``'s step to the next, or fewer
+        when the chain's state ``m`` (the end of a count) dies on every one of them; 0 when
+        neither, or an error code."""
         cdef int32_t t = start, j, checked = start
         cdef int same
         self.ahead.size = 0
         for j in range(steps + 1):
-            if 0 < j < steps and t != checked:  # a loop's chain stays on one or two states
-                same = self.same_step(start, t)
-                if same <= 0:
-                    return same
-                checked = t
             if ivec_push(&self.ahead, t):
                 return ERR_SIZE
+            if j == steps:
+                break
+            if j > 0 and t != checked:  # a loop's chain stays on one or two states
+                same = self.same_step(start, t)
+                if same == 0:
+                    same = self.dies_on_units(t, flags)
+                    return j if same > 0 else same
+                if same < 0:
+                    return same
+                checked = t
             t = self.uni_next[t]
+        return steps
+
+    cdef int dies_on_units(self, int32_t s, const uint8_t* flags) noexcept nogil:
+        """Whether every byte of the step ``flags`` and, with ``flags[256]``, every lead byte
+        of a multi-byte character dies in run state ``s`` (1 yes, 0 no, or an error code)."""
+        cdef int b
+        cdef int32_t t
+        for b in range(256):
+            if flags[b] or (flags[256] and 0xC2 <= b <= 0xF4):
+                t = self.fill(s, self.byte_class[b])
+                if t != DEAD:
+                    return t if t < DEAD else 0
         return 1
 
-    cdef int32_t split_sweep(self, const SplitData* split, uint32_t* words, IVec* stack) noexcept nogil:
+    cdef int32_t split_sweep(self, const SplitData* split, int32_t steps, uint32_t* words,
+                             IVec* stack) noexcept nogil:
         """``sweep`` from ``ahead[0]`` through ``split`` (a split by that state's uniform step,
-        whose chain ``ahead`` holds, see chain_ahead()): the tokens of at most ``split.steps``
-        loop units are taken in one OR, and the rests of the others are walked, each from the
-        state as many units ahead on the chain."""
-        cdef int32_t code = 0, node, lo, hi
+        whose chain ``ahead`` holds for ``steps`` steps, see chain_ahead()): the tokens of at
+        most ``steps`` loop units are taken (in one OR when that is all of them), and the rests
+        after at most ``steps`` units are walked, each from the state as many units ahead on
+        the chain. Any other token reads a unit more, which the chain's end does not take."""
+        cdef int32_t code = 0, node, lo, hi, token
         cdef int32_t* ahead = self.ahead.data
         cdef Py_ssize_t i
+        cdef uint8_t units
         self.split_sweeps += 1
-        for i in range(split.n_loop):
-            words[i] |= split.loop_p[i]
+        if steps >= split.steps:
+            for i in range(split.n_loop):
+                words[i] |= split.loop_p[i]
+        else:
+            for token in range(split.n_units):
+                units = split.units_p[token]
+                if units and units <= steps:
+                    words[token >> 5] |= (<uint32_t> 1) << (token & 31)
         self.cur = split.trie
         stack.size = 0
         lo, hi = self.cur.nodes[0].child_lo, self.cur.nodes[0].child_hi
         for node in range(lo, hi):
+            if self.cur.byte_p[node] > steps:
+                break  # the depth-1 nodes come in byte order
             code = self.seed(node, ahead[self.cur.byte_p[node]], words, stack)
             if code < 0:
                 break
@@ -1161,7 +1199,8 @@ cdef class Pushdown:
 
         Where the state's uniform step keeps at least ``split_bits`` of the 128 loop bits (and
         the vocabulary's root has mask words), and the states ``split_steps`` steps along it
-        take that step too, the sweep goes through the vocabulary split by the step's bytes:
+        take that step too (or fewer, up to the end of a count, where every unit dies), the
+        sweep goes through the vocabulary split by the step's bytes:
         ``split_of(flags, utf8)`` (256 byte flags, whole characters or not) gives the arrays of
         a :class:`Split` reading at most ``split_steps`` units, or None, once per loop set.
 
@@ -1221,14 +1260,14 @@ cdef class Pushdown:
             if code >= 0 and self.split_of is not None and self.main.nodes[0].below_index >= 0:
                 found = self.step_flags(code, flags)
                 if found > 0:
-                    found = self.chain_ahead(code, self.split_steps)
+                    found = self.chain_ahead(code, self.split_steps, flags)
         if found < 0:
             return found
         if found:
             split = self._split(flags)
         with nogil:
             if code >= 0 and split is not None:
-                code = self.split_sweep(&split.data, &words[0], &self.stack)
+                code = self.split_sweep(&split.data, found, &words[0], &self.stack)
             elif code >= 0:
                 code = self.sweep(code, &words[0], &self.stack)
         return code

@@ -169,4 +169,5 @@ def _trie_arrays(trie: TokenTrie) -> tuple[np.ndarray, ...]:
 
 
 def _split_arrays(split: LoopSplit) -> tuple[np.ndarray | int, ...]:
-    return split.loop_words, split.rests.nodes, split.rests.byte, split.rests.below_words, split.rest_ids, split.steps
+    r = split.rests
+    return split.loop_words, split.loop_units, r.nodes, r.byte, r.below_words, split.rest_ids, split.steps

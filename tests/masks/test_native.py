@@ -297,6 +297,30 @@ def test_json_strings_take_the_split_at_its_default_settings(monkeypatch: pytest
     assert split._runner._native.split_sweeps >= 2 and whole._native.split_sweeps == 0
 
 
+def test_counted_strings_near_their_end_take_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Llama-3's tokens at every position of a ``maxLength`` string, the last 16 included (the
+    chain ends there, and every unit dies at its end): each mask goes through the split and
+    equals the sweep without it (and brute force 3 characters before the end)."""
+    _, vocab = _tokenizer("llama3")
+    grammar = Grammar.from_json_schema({"type": "object", "properties": {"t": {"type": "string", "maxLength": 20}},
+                                        "required": ["t"]})
+    split = structspec.compile(grammar, vocab)
+    monkeypatch.setattr(mask_runner, "SPLIT_BITS", 129)  # no step is that wide: never split
+    whole = mask_runner.StackRunner(split.rules, vocab, token_tries.token_trie(vocab), split.n_words)
+    native = split._runner._native
+    prefix = b'{"t":"'
+    for typed in range(20):
+        state = split.grammar.initial_state().advance(prefix + "é0123456789abcdefghi".encode()[:typed + (typed > 0)])
+        before = native.split_sweeps
+        words = split._runner.mask(state)
+        assert np.array_equal(words, whole.mask(state)), typed
+        assert native.split_sweeps == before + 1, typed
+        if typed == 17:
+            allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: vocab.size])
+            assert allowed.tolist() == [t for t, data in enumerate(vocab.token_bytes)
+                                        if data and state.advance(data) is not None]
+
+
 # -- masks from the top frames of the stacks ------------------------------------------------------
 
 

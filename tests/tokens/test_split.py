@@ -68,14 +68,16 @@ def _check_split(vocab: Vocabulary, loops: list[bool], utf8: bool, steps: int) -
     most = 0
     for token, data in enumerate(vocab.token_bytes):
         if not data:
-            assert token not in looping and token not in rests
+            assert token not in looping and token not in rests and split.loop_units[token] == 0
             continue
         at, units = _units(data, loops, utf8, steps)
         most = max(most, units)
         if at is None:
             assert token in looping and token not in rests, data
+            assert split.loop_units[token] == units, data
         else:
             assert token not in looping and rests.get(token) == bytes([units]) + data[at:], data
+            assert split.loop_units[token] == 0, data
     assert split.steps == most
     assert split.rests.row_sets is None and split.rests.row_high is None  # never read: not computed
     return split
