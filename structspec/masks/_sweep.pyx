@@ -19,6 +19,8 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
+import weakref
+
 import numpy as np
 
 from structspec.tokens.trie import NODE
@@ -90,12 +92,15 @@ cdef class Split:
         self.max_id = int(kept[3].max(initial=-1))
 
 
+cdef dict _FITTING = {}  # id of read-only node records -> weak references to the read-only arrays they fit
+
+
 cdef tuple point_trie(Trie* out, nodes, trie_byte, below_words, row_ids, int first_bytes):
     """Point ``out`` at a token trie's arrays (:data:`structspec.tokens.trie.NODE` records,
     each node's byte, the big subtrees' mask words, each row's token id) once they are checked
-    against each other (a ValueError otherwise): children after their parent and among the
-    nodes, rows within the rows, mask words within the table, the root's children's bytes at
-    most ``first_bytes``. Returns the contiguous arrays, which must outlive ``out``."""
+    against each other (a ValueError otherwise, see trie_fits(); read-only arrays are checked
+    once, not for every grammar over the vocabulary). Returns the contiguous arrays, which
+    must outlive ``out``."""
     trie_byte = np.ascontiguousarray(trie_byte, np.uint8)
     below_words = np.ascontiguousarray(below_words, np.uint32)
     row_ids = np.ascontiguousarray(row_ids, np.int32)
@@ -104,24 +109,49 @@ cdef tuple point_trie(Trie* out, nodes, trie_byte, below_words, row_ids, int fir
     if below_words.ndim != 2:
         raise ValueError("a token trie's subtree mask words must be a table")
     nodes = np.ascontiguousarray(nodes)
-    n, rows = len(nodes), len(row_ids)
-    lo, hi, child_lo, child_hi = nodes["row_lo"], nodes["row_hi"], nodes["child_lo"], nodes["child_hi"]
-    has = child_hi > child_lo
-    if not ((0 <= lo).all() and (lo <= nodes["end_hi"]).all() and (nodes["end_hi"] <= hi).all()
-            and (hi <= rows).all() and (child_lo[has] > np.flatnonzero(has)).all() and (child_hi[has] <= n).all()
-            and (nodes["below_index"] < len(below_words)).all() and (rows == 0 or row_ids.min() >= 0)
-            and (trie_byte[child_lo[0]:child_hi[0]] <= first_bytes).all()):
-        raise ValueError("a token trie does not fit its rows, nodes and mask words")
     cdef const uint8_t[::1] raw = nodes.view(np.uint8).reshape(-1)
     cdef const uint8_t[::1] b = trie_byte
     cdef const uint32_t[:, ::1] below = below_words
     cdef const int32_t[::1] ids = row_ids
     out.nodes = <const Node*> &raw[0]
     out.byte_p = &b[0]
-    out.ids_p = &ids[0] if rows else NULL
+    out.ids_p = &ids[0] if ids.shape[0] else NULL
     out.below = &below[0, 0] if below.shape[0] and below.shape[1] else NULL
     out.n_words = below.shape[1]
-    return nodes, trie_byte, below_words, row_ids
+    arrays = (nodes, trie_byte, below_words, row_ids)
+    known = _FITTING.get(id(nodes))
+    if known is not None and all(ref() is a for ref, a in zip(known, arrays)) and first_bytes >= known[4]:
+        return arrays
+    if not trie_fits(out, b.shape[0], ids.shape[0], below.shape[0], first_bytes):
+        raise ValueError("a token trie does not fit its rows, nodes and mask words")
+    if not any(a.flags.writeable for a in arrays):
+        if len(_FITTING) >= 64:
+            _FITTING.clear()
+        _FITTING[id(nodes)] = (*map(weakref.ref, arrays), first_bytes)
+    return arrays
+
+
+cdef bint trie_fits(const Trie* trie, Py_ssize_t n, Py_ssize_t rows, Py_ssize_t n_below, int first_bytes) noexcept nogil:
+    """Whether each node's children come after it and among the ``n`` nodes, its rows lie within
+    the ``rows`` rows (in order: its own, then those below), its subtree words within the
+    ``n_below`` rows of the table, every token id is not negative, and the root's children's
+    bytes are at most ``first_bytes``."""
+    cdef Py_ssize_t v
+    cdef const Node* rec
+    for v in range(n):
+        rec = &trie.nodes[v]
+        if not (0 <= rec.row_lo <= rec.end_hi <= rec.row_hi <= rows and rec.below_index < n_below):
+            return 0
+        if rec.child_hi > rec.child_lo and not (rec.child_lo > v and rec.child_hi <= n):
+            return 0
+    for v in range(rows):
+        if trie.ids_p[v] < 0:
+            return 0
+    rec = &trie.nodes[0]
+    for v in range(rec.child_lo, rec.child_hi):
+        if trie.byte_p[v] > first_bytes:
+            return 0
+    return 1
 
 
 cdef struct IVec:

@@ -92,7 +92,8 @@ def _build(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray, size: int, 
               "row_hi": row_hi, "rest": rest, "height": height, "below_index": below_index}
     for name, values in fields.items():
         nodes[name] = values
-    nodes.flags.writeable = False
+    for array in (nodes, byte, below_words):
+        array.flags.writeable = False
     views = {name: nodes[name] for name in fields}
     views["byte"] = byte  # uint8, kept apart
     views["rest_sets"] = views.pop("rest")

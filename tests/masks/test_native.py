@@ -482,6 +482,7 @@ def test_trie_nodes_out_of_range_are_e108(field: str, value: int) -> None:
     trie = compiled._trie
     nodes = trie.nodes.copy()
     nodes[field][0] = value
+    nodes.flags.writeable = False  # read-only arrays are checked once (after the vocabulary's own, above)
     with pytest.raises(GrammarError) as caught:
         mask_runner.StackRunner(compiled.rules, compiled.vocabulary, replace(trie, nodes=nodes), compiled.n_words)
     assert caught.value.code == "E108"
