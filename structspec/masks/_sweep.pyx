@@ -19,7 +19,11 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
+import weakref
+
 import numpy as np
+
+from structspec.tokens.trie import NODE
 
 cdef enum:
     UNKNOWN = -2
@@ -32,6 +36,7 @@ cdef int32_t NO_MOVE = -2147483648  # structspec.grammar.ruleset.no_move of int3
 cdef int16_t NO_MOVE16 = -32768  # the same of int16 rows
 
 cdef int MAX_CLOSED = 16  # run states a probed loop set may wander through
+cdef int RUN_BYTES = 4 + 8 + 2 * 16 + 5 * 4 + 3  # the tables' bytes per run state but its transitions (_grow_runs)
 cdef int MAX_SPLITS = 64  # loop splits one grammar keeps at hand (the vocabulary's cache keeps more)
 
 
@@ -52,6 +57,8 @@ cdef struct SplitData:
     Trie trie  # the rests
     const uint32_t* loop_p  # the mask words of the tokens of at most ``steps`` loop units
     Py_ssize_t n_loop
+    const uint8_t* units_p  # token id -> its loop units if it is one of those tokens, else 0
+    Py_ssize_t n_units
     int32_t steps
 
 
@@ -64,38 +71,87 @@ cdef class Split:
     cdef readonly int32_t max_id  # the largest token id among the rests
     cdef object _keep
 
-    def __init__(self, loop_words, nodes, trie_byte, below_words, row_ids, int steps):
+    def __init__(self, loop_words, loop_units, nodes, trie_byte, below_words, row_ids, int steps):
         loop_words = np.ascontiguousarray(loop_words, np.uint32)
-        trie_byte = np.ascontiguousarray(trie_byte, np.uint8)
-        below_words = np.ascontiguousarray(below_words, np.uint32)
-        row_ids = np.ascontiguousarray(row_ids, np.int32)
-        if nodes.dtype.itemsize != sizeof(Node) or len(nodes) == 0 or len(trie_byte) != len(nodes):
-            raise ValueError(f"a split's trie needs {sizeof(Node)}-byte node records, at least the root, one byte each")
-        n, rows = len(nodes), len(row_ids)
-        if below_words.ndim != 2 or below_words.shape[1] != len(loop_words) or not 0 <= steps < 256:
-            raise ValueError("a split's mask words must be as wide as its loop words, its steps 0..255")
-        lo, hi, child_lo, child_hi = nodes["row_lo"], nodes["row_hi"], nodes["child_lo"], nodes["child_hi"]
-        has = child_hi > child_lo
-        if not ((0 <= lo).all() and (lo <= nodes["end_hi"]).all() and (nodes["end_hi"] <= hi).all()
-                and (hi <= rows).all() and (child_lo[has] > np.flatnonzero(has)).all() and (child_hi[has] <= n).all()
-                and (nodes["below_index"] < len(below_words)).all() and (rows == 0 or row_ids.min() >= 0)
-                and (trie_byte[child_lo[0]:child_hi[0]] <= steps).all()):
-            raise ValueError("a split's trie does not fit its rows, nodes and mask words")
-        self._keep = (loop_words, nodes, trie_byte, below_words, row_ids)
-        cdef const uint8_t[::1] raw = nodes.view(np.uint8).reshape(-1)
-        cdef const uint8_t[::1] b = trie_byte
+        loop_units = np.ascontiguousarray(loop_units, np.uint8)
+        if not 0 <= steps < 256:
+            raise ValueError(f"a split reads 0..255 units, not {steps}")
+        kept = point_trie(&self.data.trie, nodes, trie_byte, below_words, row_ids, steps)
+        if self.data.trie.n_words != len(loop_words):
+            raise ValueError("a split's mask words must be as wide as its loop words")
+        if len(loop_units) > 32 * len(loop_words) or loop_units.max(initial=0) > steps:
+            raise ValueError("a split's unit counts must fit its loop words and steps")
+        self._keep = (loop_words, loop_units, kept)
         cdef const uint32_t[::1] w = loop_words
-        cdef const uint32_t[:, ::1] below = below_words
-        cdef const int32_t[::1] ids = row_ids
-        self.data.trie.nodes = <const Node*> &raw[0]
-        self.data.trie.byte_p = &b[0]
-        self.data.trie.ids_p = &ids[0] if rows else NULL
-        self.data.trie.below = &below[0, 0] if below.shape[0] and below.shape[1] else NULL
-        self.data.trie.n_words = below.shape[1]
+        cdef const uint8_t[::1] u = loop_units
         self.data.loop_p = &w[0] if w.shape[0] else NULL
         self.data.n_loop = w.shape[0]
+        self.data.units_p = &u[0] if u.shape[0] else NULL
+        self.data.n_units = u.shape[0]
         self.data.steps = steps
-        self.max_id = int(row_ids.max(initial=-1))
+        self.max_id = int(kept[3].max(initial=-1))
+
+
+cdef dict _FITTING = {}  # id of read-only node records -> weak references to the read-only arrays they fit
+
+
+cdef tuple point_trie(Trie* out, nodes, trie_byte, below_words, row_ids, int first_bytes):
+    """Point ``out`` at a token trie's arrays (:data:`structspec.tokens.trie.NODE` records,
+    each node's byte, the big subtrees' mask words, each row's token id) once they are checked
+    against each other (a ValueError otherwise, see trie_fits(); read-only arrays are checked
+    once, not for every grammar over the vocabulary). Returns the contiguous arrays, which
+    must outlive ``out``."""
+    trie_byte = np.ascontiguousarray(trie_byte, np.uint8)
+    below_words = np.ascontiguousarray(below_words, np.uint32)
+    row_ids = np.ascontiguousarray(row_ids, np.int32)
+    if getattr(nodes, "dtype", None) != NODE or nodes.ndim != 1 or len(nodes) == 0 or len(trie_byte) != len(nodes):
+        raise ValueError("a token trie needs node records (structspec.tokens.trie.NODE), at least the root, one byte each")
+    if below_words.ndim != 2:
+        raise ValueError("a token trie's subtree mask words must be a table")
+    nodes = np.ascontiguousarray(nodes)
+    cdef const uint8_t[::1] raw = nodes.view(np.uint8).reshape(-1)
+    cdef const uint8_t[::1] b = trie_byte
+    cdef const uint32_t[:, ::1] below = below_words
+    cdef const int32_t[::1] ids = row_ids
+    out.nodes = <const Node*> &raw[0]
+    out.byte_p = &b[0]
+    out.ids_p = &ids[0] if ids.shape[0] else NULL
+    out.below = &below[0, 0] if below.shape[0] and below.shape[1] else NULL
+    out.n_words = below.shape[1]
+    arrays = (nodes, trie_byte, below_words, row_ids)
+    known = _FITTING.get(id(nodes))
+    if known is not None and all(ref() is a for ref, a in zip(known, arrays)) and first_bytes >= known[4]:
+        return arrays
+    if not trie_fits(out, b.shape[0], ids.shape[0], below.shape[0], first_bytes):
+        raise ValueError("a token trie does not fit its rows, nodes and mask words")
+    if not any(a.flags.writeable for a in arrays):
+        if len(_FITTING) >= 64:
+            _FITTING.clear()
+        _FITTING[id(nodes)] = (*map(weakref.ref, arrays), first_bytes)
+    return arrays
+
+
+cdef bint trie_fits(const Trie* trie, Py_ssize_t n, Py_ssize_t rows, Py_ssize_t n_below, int first_bytes) noexcept nogil:
+    """Whether each node's children come after it and among the ``n`` nodes, its rows lie within
+    the ``rows`` rows (in order: its own, then those below), its subtree words within the
+    ``n_below`` rows of the table, every token id is not negative, and the root's children's
+    bytes are at most ``first_bytes``."""
+    cdef Py_ssize_t v
+    cdef const Node* rec
+    for v in range(n):
+        rec = &trie.nodes[v]
+        if not (0 <= rec.row_lo <= rec.end_hi <= rec.row_hi <= rows and rec.below_index < n_below):
+            return 0
+        if rec.child_hi > rec.child_lo and not (rec.child_lo > v and rec.child_hi <= n):
+            return 0
+    for v in range(rows):
+        if trie.ids_p[v] < 0:
+            return 0
+    rec = &trie.nodes[0]
+    for v in range(rec.child_lo, rec.child_hi):
+        if trie.byte_p[v] > first_bytes:
+            return 0
+    return 1
 
 
 cdef struct IVec:
@@ -192,10 +248,6 @@ cdef class Pushdown:
     cdef dict splits  # loop set -> Split (or None: not worth one), asked of split_of once
     cdef readonly int split_bits  # loop bits (of 128) from which a state's sweep reads a loop split
     cdef readonly int split_steps  # the units a loop split reads before a rest, at most
-    cdef const uint8_t[::1] t_byte  # each node's last byte, dense: a sweep reads a node's children's bytes together
-    cdef Py_ssize_t n_nodes
-    cdef const uint32_t[:, ::1] t_below_words
-    cdef const int32_t[::1] row_ids  # trie row -> token id
     cdef const int32_t* class_p
     cdef object _keep  # the arrays above, kept alive
     # frames
@@ -224,6 +276,7 @@ cdef class Pushdown:
     cdef uint8_t* q_looped
     cdef int32_t* uni_next  # see uniform(): UNKNOWN until computed, DEAD for none
     cdef uint64_t* uni_words
+    cdef uint8_t* uni_chars
     cdef int32_t* jump_len  # see segment(): -1 until computed
     cdef int32_t* jump_to
     cdef int32_t* rs_seen
@@ -249,6 +302,7 @@ cdef class Pushdown:
         self.q_loops = NULL
         self.q_looped = NULL
         self.uni_words = NULL
+        self.uni_chars = NULL
         self.rs_hash = self.loops = NULL
         self.pops = self.has_loop = NULL
         ivec_init(&self.rs_heads); ivec_init(&self.tops); ivec_init(&self.todo); ivec_init(&self.heads)
@@ -260,7 +314,7 @@ cdef class Pushdown:
                  int probe_at=256, int chains_after=8, int chain_height=32, split_of=None, int split_bits=64,
                  int split_steps=16):
         self._keep = (move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain, multi_seq,
-                      multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids)
+                      multi_pos, multi_cls)
         self.narrow = move_rows.dtype.itemsize == 2
         if self.narrow:
             self.move_rows16 = move_rows
@@ -278,21 +332,8 @@ cdef class Pushdown:
         self.multi_seq = multi_seq
         self.multi_pos = multi_pos
         self.multi_cls = multi_cls
-        cdef const uint8_t[::1] raw = nodes.view(np.uint8).reshape(-1)
-        if nodes.dtype.itemsize != sizeof(Node) or raw.shape[0] == 0:
-            raise ValueError(f"trie nodes must be {sizeof(Node)}-byte records, at least the root")
-        self.n_nodes = raw.shape[0] // sizeof(Node)
-        self.t_below_words = below_words
-        self.t_byte = trie_byte
         self.class_p = &self.byte_class[0]
-        if self.t_byte.shape[0] != self.n_nodes:
-            raise ValueError("one byte per trie node")
-        self.row_ids = row_ids
-        self.main.nodes = <const Node*> &raw[0]
-        self.main.byte_p = &self.t_byte[0]
-        self.main.ids_p = &self.row_ids[0] if self.row_ids.shape[0] else NULL
-        self.main.below = &self.t_below_words[0, 0] if self.t_below_words.shape[0] and self.t_below_words.shape[1] else NULL
-        self.main.n_words = self.t_below_words.shape[1]
+        trie = point_trie(&self.main, nodes, trie_byte, below_words, row_ids, 255)
         self.cur = self.main
         self.split_of = split_of
         self.splits = {}
@@ -301,7 +342,8 @@ cdef class Pushdown:
         if not 1 <= split_steps < 256:
             raise ValueError(f"a loop split reads 1..255 units, not {split_steps}")
         self.n_states = move_row.shape[0]
-        self.max_id = max_of(self.row_ids)
+        self.max_id = int(trie[3].max(initial=-1))
+        self._keep += trie
         self.probe_at = probe_at
         self.chains_after = chains_after
         self.chain_height = chain_height
@@ -324,7 +366,7 @@ cdef class Pushdown:
     @property
     def nbytes(self) -> int:
         """Bytes of the tables this object allocated (the grammar and trie arrays aside)."""
-        return (self.cap_frames * 12 + self.fh_cap * 12 + self.cap_runs * (4 * self.n_classes + 8 + 8 + 16 + 10 + 28)
+        return (self.cap_frames * 12 + self.fh_cap * 12 + self.cap_runs * (4 * self.n_classes + RUN_BYTES)
                 + self.rh_cap * 4 + self.rs_heads.cap * 4 + (self.n_states * 21 if self.mb_end != NULL else 0))
 
     cdef inline int32_t move(self, int32_t q, int c) noexcept nogil:
@@ -398,6 +440,7 @@ cdef class Pushdown:
                 or grow(<void**> &self.rs_seen, old * 4, new * 4, 0)
                 or grow(<void**> &self.uni_next, old * 4, new * 4, 0xfe)
                 or grow(<void**> &self.uni_words, old * 16, new * 16, 0)
+                or grow(<void**> &self.uni_chars, old, new, 0)
                 or grow(<void**> &self.jump_len, old * 4, new * 4, 0xff)
                 or grow(<void**> &self.jump_to, old * 4, new * 4, 0)):
             return -1
@@ -589,9 +632,8 @@ cdef class Pushdown:
         states reached from ``state`` by ``allowed`` classes (and characters) all stay alive
         among at most MAX_CLOSED; -1 when none needs dropping, -2 on overflow, -3 on error."""
         cdef int32_t reached_step[32]
-        cdef Py_ssize_t at = 0, i, s, p, k
+        cdef Py_ssize_t at = 0, i, s
         cdef int32_t current, c, t, via, step, utf8_step = self.n_classes
-        cdef Py_ssize_t seq_lo, seq_hi, mark
         self.found.size = 0
         ivec_push(&self.found, state)
         reached_step[0] = -1
@@ -614,25 +656,11 @@ cdef class Pushdown:
                 continue
             step = utf8_step if via < 0 else via
             for s in range(self.multi_seq.shape[0] - 1):
-                self.chars.size = 0
-                ivec_push(&self.chars, current)
-                for p in range(self.multi_seq[s], self.multi_seq[s + 1]):
-                    mark = self.chars.size
-                    self.rs_stamp += 1
-                    for i in range(mark):
-                        for k in range(self.multi_pos[p], self.multi_pos[p + 1]):
-                            t = self.fill(self.chars.data[i], self.multi_cls[k])
-                            if t < DEAD:
-                                return -3
-                            if t == DEAD:
-                                return step
-                            if self.rs_seen[t] != self.rs_stamp:
-                                self.rs_seen[t] = self.rs_stamp
-                                ivec_push(&self.chars, t)
-                    # keep only this position's states
-                    for i in range(self.chars.size - mark):
-                        self.chars.data[i] = self.chars.data[mark + i]
-                    self.chars.size -= mark
+                t = self.char_states(current, s, &self.chars)
+                if t == DEAD:
+                    return step
+                if t < 0:
+                    return -3
                 for i in range(self.chars.size):
                     if self._add_reached(self.chars.data[i], step, reached_step):
                         return -2
@@ -668,8 +696,9 @@ cdef class Pushdown:
 
     # -- counted repetition -------------------------------------------------------------------
     cdef int32_t uniform(self, int32_t s) noexcept nogil:
-        """The run state most bytes lead ``s`` to, and in ``uni_words[s]`` the loop words of
-        the bytes (and, if every one does, the whole multi-byte characters) that lead there;
+        """The run state most bytes lead ``s`` to, in ``uni_words[s]`` the loop words of the
+        bytes (and, if every one does, the whole multi-byte characters) that lead there, and
+        in ``uni_chars[s]`` whether whole characters do;
         DEAD when every byte dies, an error code on error. A counted repetition (``x{16}``,
         a ``maxLength`` string) is a chain of such steps, one state per count."""
         cdef int32_t found = self.uni_next[s], t, best = DEAD
@@ -677,8 +706,6 @@ cdef class Pushdown:
         cdef int32_t targets[256]
         cdef uint8_t ok[256]
         cdef int n_targets = 0, c, b, i, most = 0
-        cdef bint utf8 = 1
-        cdef Py_ssize_t seq, p, k, mark, j
         cdef uint64_t low, high
         if found != UNKNOWN:
             return found
@@ -704,8 +731,9 @@ cdef class Pushdown:
         if best >= 0:
             for b in range(256):
                 ok[b] = self.trans[s * self.n_classes + self.byte_class[b]] == best
-            utf8 = self.chars_step(s, ok, best)
-            set_words(ok, utf8, &low, &high)
+            # whole characters too: told from the automaton, else by filling the run states they pass
+            self.uni_chars[s] = self.chars_uniform(s, ok) or self.chars_lead(s, best)
+            set_words(ok, self.uni_chars[s], &low, &high)
             self.uni_words[2 * s] = low
             self.uni_words[2 * s + 1] = high
         self.uni_next[s] = best
@@ -753,39 +781,41 @@ cdef class Pushdown:
         self.mb_end[q] = -3  # computed: no common end
         return UNKNOWN
 
-    cdef bint chars_step(self, int32_t s, uint8_t* ok, int32_t target) noexcept nogil:
-        """Whether every well-formed multi-byte character leads ``s`` to ``target``, where the
-        ASCII bytes ``ok`` do: told from the automaton (chars_uniform()), else by filling the
-        run states the characters pass (characters read through rule calls)."""
-        return self.chars_uniform(s, ok) or self.chars_lead(s, target)
+    cdef int32_t char_states(self, int32_t s, Py_ssize_t seq, IVec* at) noexcept nogil:
+        """In ``at`` the run states (each once) that the characters of UTF-8 sequence ``seq``
+        (``multi_seq``) lead run state ``s`` to: 0, DEAD when one dies on the way, or an error
+        code."""
+        cdef Py_ssize_t p, k, i, mark
+        cdef int32_t t
+        at.size = 0
+        if ivec_push(at, s):
+            return ERR_SIZE
+        for p in range(self.multi_seq[seq], self.multi_seq[seq + 1]):
+            mark = at.size
+            self.rs_stamp += 1
+            for i in range(mark):
+                for k in range(self.multi_pos[p], self.multi_pos[p + 1]):
+                    t = self.fill(at.data[i], self.multi_cls[k])
+                    if t < 0:
+                        return t
+                    if self.rs_seen[t] != self.rs_stamp:
+                        self.rs_seen[t] = self.rs_stamp
+                        if ivec_push(at, t):
+                            return ERR_SIZE
+            for i in range(at.size - mark):  # keep only this position's states
+                at.data[i] = at.data[mark + i]
+            at.size -= mark
+        return 0
 
     cdef bint chars_lead(self, int32_t s, int32_t target) noexcept nogil:
         """Whether every well-formed multi-byte character leads run state ``s`` to ``target``
         (0 on any error: the answer is then only less useful, never wrong)."""
-        cdef Py_ssize_t seq, p, k, i, mark
-        cdef int32_t t
-        cdef IVec* at = &self.mb
+        cdef Py_ssize_t seq, i
         for seq in range(self.multi_seq.shape[0] - 1):
-            at.size = 0
-            if ivec_push(at, s):
+            if self.char_states(s, seq, &self.mb):
                 return 0
-            for p in range(self.multi_seq[seq], self.multi_seq[seq + 1]):
-                mark = at.size
-                self.rs_stamp += 1
-                for i in range(mark):
-                    for k in range(self.multi_pos[p], self.multi_pos[p + 1]):
-                        t = self.fill(at.data[i], self.multi_cls[k])
-                        if t < 0:
-                            return 0
-                        if self.rs_seen[t] != self.rs_stamp:
-                            self.rs_seen[t] = self.rs_stamp
-                            if ivec_push(at, t):
-                                return 0
-                for i in range(at.size - mark):  # keep only this position's states
-                    at.data[i] = at.data[mark + i]
-                at.size -= mark
-            for i in range(at.size):
-                if at.data[i] != target:
+            for i in range(self.mb.size):
+                if self.mb.data[i] != target:
                     return 0
         return 1
 
@@ -934,39 +964,69 @@ cdef class Pushdown:
         code = self.seed(0, start, words, stack)
         return code if code < 0 else self.walk(words, stack)
 
-    cdef int chain_ahead(self, int32_t start, int32_t steps) noexcept nogil:
-        """In ``ahead`` the states ``steps`` uniform steps from ``start`` take, one by one, when
-        each of them takes at least the bytes (and whole characters) of ``start``'s step to
-        the next (1), else 0, or an error code."""
+    cdef int chain_ahead(self, int32_t start, int32_t steps, const uint8_t* flags) noexcept nogil:
+        """How many uniform steps ``m`` from ``start`` a split by its step ``flags`` may read,
+        with in ``ahead`` the ``m + 1`` states they pass: ``steps`` when each of the states takes
+        at least the bytes (and whole characters) of ``start``'s step to the next, or fewer
+        when the chain's state ``m`` (the end of a count) dies on every one of them; 0 when
+        neither, or an error code."""
         cdef int32_t t = start, j, checked = start
         cdef int same
         self.ahead.size = 0
         for j in range(steps + 1):
-            if 0 < j < steps and t != checked:  # a loop's chain stays on one or two states
-                same = self.same_step(start, t)
-                if same <= 0:
-                    return same
-                checked = t
             if ivec_push(&self.ahead, t):
                 return ERR_SIZE
+            if j == steps:
+                break
+            if j > 0 and t != checked:  # a loop's chain stays on one or two states
+                same = self.same_step(start, t)
+                if same == 0:
+                    same = self.dies_on_units(t, flags)
+                    return j if same > 0 else same
+                if same < 0:
+                    return same
+                checked = t
             t = self.uni_next[t]
+        return steps
+
+    cdef int dies_on_units(self, int32_t s, const uint8_t* flags) noexcept nogil:
+        """Whether every byte of the step ``flags`` and, with ``flags[256]``, every lead byte
+        of a multi-byte character dies in run state ``s`` (1 yes, 0 no, or an error code)."""
+        cdef int b
+        cdef int32_t t
+        for b in range(256):
+            if flags[b] or (flags[256] and 0xC2 <= b <= 0xF4):
+                t = self.fill(s, self.byte_class[b])
+                if t != DEAD:
+                    return t if t < DEAD else 0
         return 1
 
-    cdef int32_t split_sweep(self, const SplitData* split, uint32_t* words, IVec* stack) noexcept nogil:
+    cdef int32_t split_sweep(self, const SplitData* split, int32_t steps, uint32_t* words,
+                             IVec* stack) noexcept nogil:
         """``sweep`` from ``ahead[0]`` through ``split`` (a split by that state's uniform step,
-        whose chain ``ahead`` holds, see chain_ahead()): the tokens of at most ``split.steps``
-        loop units are taken in one OR, and the rests of the others are walked, each from the
-        state as many units ahead on the chain."""
-        cdef int32_t code = 0, node, lo, hi
+        whose chain ``ahead`` holds for ``steps`` steps, see chain_ahead()): the tokens of at
+        most ``steps`` loop units are taken (in one OR when that is all of them), and the rests
+        after at most ``steps`` units are walked, each from the state as many units ahead on
+        the chain. Any other token reads a unit more, which the chain's end does not take."""
+        cdef int32_t code = 0, node, lo, hi, token
         cdef int32_t* ahead = self.ahead.data
         cdef Py_ssize_t i
+        cdef uint8_t units
         self.split_sweeps += 1
-        for i in range(split.n_loop):
-            words[i] |= split.loop_p[i]
+        if steps >= split.steps:
+            for i in range(split.n_loop):
+                words[i] |= split.loop_p[i]
+        else:
+            for token in range(split.n_units):
+                units = split.units_p[token]
+                if units and units <= steps:
+                    words[token >> 5] |= (<uint32_t> 1) << (token & 31)
         self.cur = split.trie
         stack.size = 0
         lo, hi = self.cur.nodes[0].child_lo, self.cur.nodes[0].child_hi
         for node in range(lo, hi):
+            if self.cur.byte_p[node] > steps:
+                break  # the depth-1 nodes come in byte order
             code = self.seed(node, ahead[self.cur.byte_p[node]], words, stack)
             if code < 0:
                 break
@@ -987,14 +1047,13 @@ cdef class Pushdown:
             return 0
         for b in range(256):
             flags[b] = self.trans[s * self.n_classes + self.byte_class[b]] == t
-        flags[256] = self.chars_step(s, flags, t)
+        flags[256] = self.uni_chars[s]
         return 1
 
     cdef int same_step(self, int32_t s, int32_t t) noexcept nogil:
         """Whether ``t``'s uniform step is taken on (at least) the bytes and whole characters
         of ``s``'s (1 yes, 0 no, or an error code)."""
-        cdef int c, b
-        cdef uint8_t ok[256]
+        cdef int c
         cdef int32_t next_s = self.uni_next[s], next_t = self.uniform(t)
         cdef int32_t* row_s = self.trans + s * self.n_classes
         cdef int32_t* row_t = self.trans + t * self.n_classes
@@ -1005,9 +1064,7 @@ cdef class Pushdown:
         for c in range(self.n_classes):
             if row_s[c] == next_s and row_t[c] != next_t:
                 return 0
-        for b in range(256):
-            ok[b] = row_s[self.byte_class[b]] == next_s
-        return self.chars_step(s, ok, next_s) <= self.chars_step(t, ok, next_t)
+        return self.uni_chars[s] <= self.uni_chars[t]
 
     cdef int32_t seed(self, int32_t node, int32_t s, uint32_t* words, IVec* stack) noexcept nogil:
         """Start the walk at ``node``, reached alive in run state ``s``: its subtree taken whole
@@ -1092,14 +1149,14 @@ cdef class Pushdown:
         free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_keys); free(self.fh_vals)
         free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.trans); free(self.pops)
         free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
-        free(self.uni_next); free(self.uni_words); free(self.jump_len); free(self.jump_to); free(self.rs_heads.data)
+        free(self.uni_next); free(self.uni_words); free(self.uni_chars); free(self.jump_len); free(self.jump_to); free(self.rs_heads.data)
         free(self.mb_end); free(self.q_loops); free(self.q_looped)
         self.f_state = self.f_parent = self.f_seen = NULL
         self.fh_keys = NULL
         self.fh_vals = self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
         self.uni_next = self.jump_len = self.jump_to = self.mb_end = NULL
         self.uni_words = self.rs_hash = self.loops = self.q_loops = NULL
-        self.pops = self.has_loop = self.q_looped = NULL
+        self.pops = self.has_loop = self.q_looped = self.uni_chars = NULL
         ivec_init(&self.rs_heads)
         self.n_frames = self.n_runs = 0
         self.cap_frames = self.cap_runs = 0
@@ -1172,7 +1229,8 @@ cdef class Pushdown:
 
         Where the state's uniform step keeps at least ``split_bits`` of the 128 loop bits (and
         the vocabulary's root has mask words), and the states ``split_steps`` steps along it
-        take that step too, the sweep goes through the vocabulary split by the step's bytes:
+        take that step too (or fewer, up to the end of a count, where every unit dies), the
+        sweep goes through the vocabulary split by the step's bytes:
         ``split_of(flags, utf8)`` (256 byte flags, whole characters or not) gives the arrays of
         a :class:`Split` reading at most ``split_steps`` units, or None, once per loop set.
 
@@ -1232,14 +1290,14 @@ cdef class Pushdown:
             if code >= 0 and self.split_of is not None and self.main.nodes[0].below_index >= 0:
                 found = self.step_flags(code, flags)
                 if found > 0:
-                    found = self.chain_ahead(code, self.split_steps)
+                    found = self.chain_ahead(code, self.split_steps, flags)
         if found < 0:
             return found
         if found:
             split = self._split(flags)
         with nogil:
             if code >= 0 and split is not None:
-                code = self.split_sweep(&split.data, &words[0], &self.stack)
+                code = self.split_sweep(&split.data, found, &words[0], &self.stack)
             elif code >= 0:
                 code = self.sweep(code, &words[0], &self.stack)
         return code
@@ -1269,7 +1327,7 @@ cdef class Pushdown:
             self.free_tables()
 
     cdef Py_ssize_t nbytes_now(self) noexcept nogil:
-        return self.n_frames * 12 + self.n_runs * (4 * self.n_classes + 68) + self.rs_heads.size * 4
+        return self.n_frames * 12 + self.n_runs * (4 * self.n_classes + RUN_BYTES) + self.rs_heads.size * 4
 
 
 cdef void set_words(const uint8_t* ok, bint utf8, uint64_t* low_out, uint64_t* high_out) noexcept nogil:
@@ -1313,15 +1371,6 @@ cdef inline int popcount(uint64_t x) noexcept nogil:
         x &= x - 1
         n += 1
     return n
-
-
-cdef int32_t max_of(const int32_t[::1] values) noexcept nogil:
-    cdef int32_t best = -1
-    cdef Py_ssize_t i
-    for i in range(values.shape[0]):
-        if values[i] > best:
-            best = values[i]
-    return best
 
 
 cdef void sort_ints(int32_t* a, Py_ssize_t n) noexcept nogil:

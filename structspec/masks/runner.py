@@ -64,9 +64,12 @@ class StackRunner:
             split = loop_split(vocab, loops, utf8, steps)
             return None if split is None else _split_arrays(split)
 
-        self._native = Pushdown(*_rule_arrays(rules), *_trie_arrays(trie),
-                                np.ascontiguousarray(vocab.text_ids, np.int32), MAX_FRAMES, MAX_RUN_STATES, MAX_STACKS,
-                                PROBE_AT, CHAINS_AFTER, CHAIN_HEIGHT, split_of, SPLIT_BITS, steps)
+        try:
+            self._native = Pushdown(*_rule_arrays(rules), *_trie_arrays(trie),
+                                    np.ascontiguousarray(vocab.text_ids, np.int32), MAX_FRAMES, MAX_RUN_STATES,
+                                    MAX_STACKS, PROBE_AT, CHAINS_AFTER, CHAIN_HEIGHT, split_of, SPLIT_BITS, steps)
+        except ValueError as exc:  # the token trie's arrays do not fit together
+            raise GrammarError("E108", str(exc)) from exc
 
     @property
     def nbytes(self) -> int:
@@ -166,4 +169,5 @@ def _trie_arrays(trie: TokenTrie) -> tuple[np.ndarray, ...]:
 
 
 def _split_arrays(split: LoopSplit) -> tuple[np.ndarray | int, ...]:
-    return split.loop_words, split.rests.nodes, split.rests.byte, split.rests.below_words, split.rest_ids, split.steps
+    r = split.rests
+    return split.loop_words, split.loop_units, r.nodes, r.byte, r.below_words, split.rest_ids, split.steps

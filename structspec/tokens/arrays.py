@@ -49,19 +49,23 @@ def trie_arrays(text: TextTokens) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``text_ids`` sorted by bytes (ties by id), their 0-padded rows and their lengths."""
     count, width = len(text.ids), int(text.lengths.max(initial=0))
     matrix = np.zeros((count, width), dtype=np.uint8)
-    if count:
-        # Row-major scatter of the blob: row r takes lengths[r] bytes from column 0.
-        matrix[np.arange(width) < text.lengths[:, None]] = np.frombuffer(text.blob, np.uint8)
-        # Fixed-width byte strings sort as unsigned bytes but ignore trailing zeros, so
-        # lengths break those ties; lexsort is stable, so duplicates keep id order.
-        order = np.lexsort((text.lengths, matrix.view(f"S{width}").ravel()))
-        matrix = matrix[order]
-    else:
-        order = np.zeros(0, dtype=np.intp)
-    arrays = (text.ids[order], matrix, text.lengths[order])
+    # Row-major scatter of the blob: row r takes lengths[r] bytes from column 0.
+    matrix[np.arange(width) < text.lengths[:, None]] = np.frombuffer(text.blob, np.uint8)
+    order = byte_order(matrix, text.lengths)
+    arrays = (text.ids[order], matrix[order], text.lengths[order])
     for array in arrays:
         array.flags.writeable = False
     return arrays
+
+
+def byte_order(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The order of the 0-padded byte rows ``matrix`` (``lengths`` bytes each) by their bytes,
+    a row before those it is a prefix of, ties in row order."""
+    if not matrix.size:
+        return np.argsort(lengths, kind="stable")
+    # Fixed-width byte strings sort as unsigned bytes but ignore trailing zeros, so lengths
+    # break those ties; lexsort is stable.
+    return np.lexsort((lengths, np.ascontiguousarray(matrix).view(f"S{matrix.shape[1]}").ravel()))
 
 
 def longest_match_table(text: TextTokens, byte_fallback_ids: frozenset[int]) -> dict[bytes, int]:

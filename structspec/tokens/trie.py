@@ -24,6 +24,7 @@ import numpy as np
 
 from structspec.lru import MISSING, BoundedCache
 from structspec.tokens._trie import count_outside, rest_rows, row_bytes, trie_nodes, unit_rows
+from structspec.tokens.arrays import byte_order
 from structspec.tokens.vocabulary import Vocabulary
 
 NODE = np.dtype([("child_lo", np.int32), ("child_hi", np.int32), ("row_lo", np.int32), ("end_hi", np.int32),
@@ -48,9 +49,10 @@ class TokenTrie:
     below_words: np.ndarray  # uint32 [big nodes, ceil(vocab size / 32)]: token ids strictly below
     n_rows: int
     nodes: np.ndarray  # NODE [nodes]: the fields above, record by record
-    row_sets: np.ndarray  # uint64 [rows, 2]: the ASCII bytes of each row, bit ``b`` for byte ``b``
-    row_high: np.ndarray  # bool [rows]: whether a row has a byte >= 0x80
-    byte_counts: np.ndarray  # int64 [128]: the rows with each ASCII byte
+    # the vocabulary's trie only (None in a loop split's, which never reads them):
+    row_sets: np.ndarray | None  # uint64 [rows, 2]: the ASCII bytes of each row, bit ``b`` for byte ``b``
+    row_high: np.ndarray | None  # bool [rows]: whether a row has a byte >= 0x80
+    byte_counts: np.ndarray | None  # int64 [128]: the rows with each ASCII byte
 
 
 TRIE_CACHE_ENTRIES = 8  # vocabularies whose tries are kept (with the vocabularies themselves)
@@ -75,13 +77,14 @@ def token_trie(vocab: Vocabulary) -> TokenTrie:
     stays among the recently used)."""
     trie = _TRIES.get(vocab, None)
     if trie is None:
-        trie = _TRIES.put(vocab, _build(vocab.byte_matrix, vocab.lengths, vocab.text_ids, vocab.size))
+        trie = _TRIES.put(vocab, _build(vocab.byte_matrix, vocab.lengths, vocab.text_ids, vocab.size, row_sets=True))
     return trie
 
 
-def _build(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray, size: int) -> TokenTrie:
+def _build(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray, size: int, row_sets: bool) -> TokenTrie:
     """The trie of the byte-sorted rows ``matrix`` (``lengths`` bytes each), row ``i`` standing
-    for token ``ids[i]`` of ``size`` (the nodes are numbered in C, ``_trie.trie_nodes``)."""
+    for token ``ids[i]`` of ``size`` (the nodes are numbered in C, ``_trie.trie_nodes``), with
+    each row's byte set where ``row_sets``."""
     byte, child_lo, child_hi, row_lo, end_hi, row_hi, rest, height = trie_nodes(matrix, lengths)
     below_index, below_words = _big_subtrees(ids, size, end_hi, row_hi)
     nodes = np.zeros(len(byte), dtype=NODE)
@@ -89,13 +92,14 @@ def _build(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray, size: int) 
               "row_hi": row_hi, "rest": rest, "height": height, "below_index": below_index}
     for name, values in fields.items():
         nodes[name] = values
-    nodes.flags.writeable = False
+    for array in (nodes, byte, below_words):
+        array.flags.writeable = False
     views = {name: nodes[name] for name in fields}
     views["byte"] = byte  # uint8, kept apart
     views["rest_sets"] = views.pop("rest")
-    row_sets, row_high, byte_counts = row_bytes(matrix, lengths)
+    sets, high, counts = row_bytes(matrix, lengths) if row_sets else (None, None, None)
     return TokenTrie(**views, below_words=below_words, n_rows=len(lengths), nodes=nodes,
-                     row_sets=row_sets, row_high=row_high, byte_counts=byte_counts)
+                     row_sets=sets, row_high=high, byte_counts=counts)
 
 
 SPLIT_STEPS = 16  # loop units after which a token's rest is walked from the state that many steps ahead
@@ -109,9 +113,12 @@ class LoopSplit:
     of at most ``steps`` units is consumed alive from any state whose chain stays on the loop
     set that long, and any other token needs walking only from there on (from the state as
     many steps ahead), in a trie much smaller than the vocabulary's (inside a JSON string: the
-    tokens with a quote, a backslash or a control byte, and the few longer than ``steps``)."""
+    tokens with a quote, a backslash or a control byte, and the few longer than ``steps``).
+    Each token's unit count serves a chain that holds fewer steps and then dies on every unit
+    (near the end of a count): the tokens of at most that many units, and the rests after them."""
 
     loop_words: np.ndarray  # uint32 [ceil(vocab size / 32)]: the tokens of at most ``steps`` loop units
+    loop_units: np.ndarray  # uint8 [vocab size]: each such token's units, 0 for any other token
     rests: TokenTrie  # the other tokens: a first byte j (the units before the rest), then the rest's bytes
     rest_ids: np.ndarray  # int32: row of ``rests`` -> token id
     steps: int  # the most units before a rest or in a token of ``loop_words``: the chain must stay that long
@@ -120,7 +127,7 @@ class LoopSplit:
     def nbytes(self) -> int:
         """Bytes of the split's arrays."""
         r = self.rests
-        return (self.loop_words.nbytes + r.nodes.nbytes + r.byte.nbytes + r.below_words.nbytes
+        return (self.loop_words.nbytes + self.loop_units.nbytes + r.nodes.nbytes + r.byte.nbytes + r.below_words.nbytes
                 + self.rest_ids.nbytes)
 
 
@@ -179,15 +186,14 @@ def _split(vocab: Vocabulary, flags: np.ndarray, utf8: bool, steps: int) -> Loop
     bits = np.zeros((vocab.size + 31) // 32 * 32, dtype=bool)
     bits[vocab.text_ids[looping]] = True
     loop_words = np.packbits(bits, bitorder="little").view(np.uint32)
+    loop_units = np.zeros(vocab.size, np.uint8)
+    loop_units[vocab.text_ids[looping]] = units[looping]
     matrix, lengths = rest_rows(vocab.byte_matrix, vocab.lengths, rows, offsets[rows], units[rows])
-    width = matrix.shape[1]
-    key = np.zeros((len(rows), width + 2), np.uint8)  # the rest's bytes, then its length: sorts as bytes do
-    key[:, :width] = matrix
-    key[:, width], key[:, width + 1] = lengths >> 8, lengths & 255
-    order = np.argsort(key.view(f"V{width + 2}").ravel(), kind="stable")
+    order = byte_order(matrix, lengths)
     ids = np.ascontiguousarray(vocab.text_ids[rows[order]], np.int32)
-    rests = _build(matrix[order], lengths[order], ids, vocab.size)
-    return LoopSplit(loop_words=loop_words, rests=rests, rest_ids=ids, steps=int(units.max(initial=0)))
+    rests = _build(matrix[order], lengths[order], ids, vocab.size, row_sets=False)
+    return LoopSplit(loop_words=loop_words, loop_units=loop_units, rests=rests, rest_ids=ids,
+                     steps=int(units.max(initial=0)))
 
 
 BIG_SUBTREE = 512  # tokens strictly below a node from which its mask words are kept

@@ -297,6 +297,30 @@ def test_json_strings_take_the_split_at_its_default_settings(monkeypatch: pytest
     assert split._runner._native.split_sweeps >= 2 and whole._native.split_sweeps == 0
 
 
+def test_counted_strings_near_their_end_take_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Llama-3's tokens at every position of a ``maxLength`` string, the last 16 included (the
+    chain ends there, and every unit dies at its end): each mask goes through the split and
+    equals the sweep without it (and brute force 3 characters before the end)."""
+    _, vocab = _tokenizer("llama3")
+    grammar = Grammar.from_json_schema({"type": "object", "properties": {"t": {"type": "string", "maxLength": 20}},
+                                        "required": ["t"]})
+    split = structspec.compile(grammar, vocab)
+    monkeypatch.setattr(mask_runner, "SPLIT_BITS", 129)  # no step is that wide: never split
+    whole = mask_runner.StackRunner(split.rules, vocab, token_tries.token_trie(vocab), split.n_words)
+    native = split._runner._native
+    prefix = b'{"t":"'
+    for typed in range(20):
+        state = split.grammar.initial_state().advance(prefix + "é0123456789abcdefghi".encode()[:typed + (typed > 0)])
+        before = native.split_sweeps
+        words = split._runner.mask(state)
+        assert np.array_equal(words, whole.mask(state)), typed
+        assert native.split_sweeps == before + 1, typed
+        if typed == 17:
+            allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: vocab.size])
+            assert allowed.tolist() == [t for t, data in enumerate(vocab.token_bytes)
+                                        if data and state.advance(data) is not None]
+
+
 # -- masks from the top frames of the stacks ------------------------------------------------------
 
 
@@ -447,6 +471,25 @@ def test_move_rows_naming_missing_states_are_e108(shift: int, dtype: type) -> No
     with pytest.raises(GrammarError) as caught:
         mask_runner.StackRunner(replace(rules, move_rows=bad), compiled.vocabulary, compiled._trie, compiled.n_words)
     assert caught.value.code == "E108"
+
+
+@pytest.mark.parametrize("field, value", [("child_hi", 1 << 20), ("child_lo", 0), ("row_hi", 1 << 20),
+                                          ("row_lo", -1), ("end_hi", 1 << 20), ("below_index", 1 << 20)])
+def test_trie_nodes_out_of_range_are_e108(field: str, value: int) -> None:
+    """The vocabulary trie's node records are checked as a loop split's are: a child before its
+    parent or past the nodes, rows past the rows, subtree words past the table."""
+    compiled, _ = _native()
+    trie = compiled._trie
+    nodes = trie.nodes.copy()
+    nodes[field][0] = value
+    nodes.flags.writeable = False  # read-only arrays are checked once (after the vocabulary's own, above)
+    with pytest.raises(GrammarError) as caught:
+        mask_runner.StackRunner(compiled.rules, compiled.vocabulary, replace(trie, nodes=nodes), compiled.n_words)
+    assert caught.value.code == "E108"
+    for bad in (replace(trie, nodes=trie.nodes.view(np.int64)), replace(trie, byte=trie.byte[:-1])):
+        with pytest.raises(GrammarError) as caught:
+            mask_runner.StackRunner(compiled.rules, compiled.vocabulary, bad, compiled.n_words)
+        assert caught.value.code == "E108"
 
 
 def test_masks_inside_a_blocked_repetition_are_exact(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,6 +15,7 @@ from structspec.tokens._trie import rest_rows, trie_nodes, unit_rows
 
 from structspec import Vocabulary
 from structspec.tokens import trie as token_tries
+from structspec.tokens.arrays import byte_order
 
 
 def _units(data: bytes, loops: list[bool], utf8: bool, steps: int) -> tuple[int | None, int]:
@@ -67,15 +68,18 @@ def _check_split(vocab: Vocabulary, loops: list[bool], utf8: bool, steps: int) -
     most = 0
     for token, data in enumerate(vocab.token_bytes):
         if not data:
-            assert token not in looping and token not in rests
+            assert token not in looping and token not in rests and split.loop_units[token] == 0
             continue
         at, units = _units(data, loops, utf8, steps)
         most = max(most, units)
         if at is None:
             assert token in looping and token not in rests, data
+            assert split.loop_units[token] == units, data
         else:
             assert token not in looping and rests.get(token) == bytes([units]) + data[at:], data
+            assert split.loop_units[token] == 0, data
     assert split.steps == most
+    assert split.rests.row_sets is None and split.rests.row_high is None  # never read: not computed
     return split
 
 
@@ -103,6 +107,18 @@ def split_everything(monkeypatch: pytest.MonkeyPatch):
 def test_loop_split_matches_its_definition(split_everything: None, tokens: list[bytes], loops: list[bool],
                                            utf8: bool, steps: int) -> None:
     _check_split(Vocabulary.from_token_bytes([*tokens, None]), loops, utf8, steps)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.one_of(st.binary(max_size=5), st.sampled_from([b"", b"\x00", b"a\x00", b"a", b"\xff"])),
+                     max_size=30))
+def test_byte_order_sorts_rows_as_byte_strings(rows: list[bytes]) -> None:
+    """Rows (NUL bytes inside and at the end too) in byte order, a prefix first, ties in row order."""
+    matrix = np.zeros((len(rows), max(map(len, rows), default=0)), np.uint8)
+    for i, row in enumerate(rows):
+        matrix[i, :len(row)] = list(row)
+    order = byte_order(matrix, np.array(list(map(len, rows)), np.int32))
+    assert order.tolist() == sorted(range(len(rows)), key=lambda i: (rows[i], i))
 
 
 def test_loop_split_is_shared_and_refused_when_not_smaller(monkeypatch: pytest.MonkeyPatch) -> None:
