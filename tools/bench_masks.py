@@ -21,10 +21,9 @@ one thread (OMP/MKL/rayon at 1, `torch.set_num_threads(1)`, each peer's own sett
 tools/peers). transformers-cfg and
 lm-format-enforcer (pure Python) get only the first `--slow-sample` schemas of the same sample.
 
-structspec's grammars come from `structspec.jsonschema.schema_to_gbnf` (strict unless
-`--relaxed`); without that module every schema is replaced by the generic `grammars/json.gbnf`,
-and the report says so. Its mask is `Matcher.fill_bitmask` into a preallocated int32 row, as the
-peers write theirs.
+structspec's grammars come from `structspec.Grammar.from_json_schema` (strict unless
+`--relaxed`), the path users take: the converter's rule table compiled as it is. Its mask is
+`Matcher.fill_bitmask` into a preallocated int32 row, as the peers write theirs.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ import argparse
 import contextlib
 import ctypes
 import gc
-import importlib.util
 import json
 import multiprocessing
 import os
@@ -50,8 +48,6 @@ from _assets import tokenizer_dir as find_tokenizer_dir
 from peers import PEER_NAMES, Peer, PeerCompileError, PeerGrammar, available_peers, make_peer, pin_single_thread
 from peers.base import BitmaskMatcher
 
-REPO = Path(__file__).resolve().parents[1]
-JSON_GBNF = REPO / "grammars" / "json.gbnf"
 SLOW_ENGINES = ("transformers-cfg", "lm-format-enforcer")
 REFERENCES = ("llguidance", "xgrammar")
 
@@ -107,40 +103,32 @@ class StructspecPeer(Peer):
         self._relaxed = relaxed
 
     def compile_json_schema(self, schema: dict) -> StructspecGrammar:
-        start = time.perf_counter()
-        if not has_schema_converter():
-            return self._compile(JSON_GBNF.read_text(encoding="utf-8"), start)
-        from structspec import SchemaError
-        from structspec.jsonschema import schema_to_gbnf
+        import structspec
 
+        start = time.perf_counter()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                gbnf = schema_to_gbnf(schema, strict=not self._relaxed)
-        except SchemaError as exc:
+                grammar = structspec.Grammar.from_json_schema(schema, strict=not self._relaxed)
+        except (structspec.SchemaError, structspec.GrammarError) as exc:
             raise PeerCompileError(self.name, str(exc)) from exc
-        return self._compile(gbnf, start)
+        return self._compiled(grammar, start)
 
     def compile_gbnf(self, text: str) -> StructspecGrammar:
-        return self._compile(text, time.perf_counter())
-
-    def _compile(self, gbnf: str, start: float) -> StructspecGrammar:
         import structspec
 
+        start = time.perf_counter()
         try:
-            grammar = structspec.Grammar.from_gbnf(gbnf)
+            grammar = structspec.Grammar.from_gbnf(text)
         except structspec.GrammarError as exc:
             raise PeerCompileError(self.name, str(exc)) from exc
+        return self._compiled(grammar, start)
+
+    def _compiled(self, grammar: Any, start: float) -> StructspecGrammar:
+        import structspec
+
         compiled = structspec.compile(grammar, self.vocabulary)
         return StructspecGrammar(self, compiled, time.perf_counter() - start)
-
-
-def has_schema_converter() -> bool:
-    """Whether `structspec.jsonschema.schema_to_gbnf` exists."""
-    try:
-        return importlib.util.find_spec("structspec.jsonschema") is not None
-    except ModuleNotFoundError:
-        return False
 
 
 # -- one engine, in its own process -------------------------------------------------------------
@@ -398,9 +386,7 @@ def main(argv: list[str] | None = None) -> None:
     assets = require_assets()
     tokenizer = str(find_tokenizer_dir(args.tokenizer, assets))
     sample = [str(p) for p in stratified_sample(maskbench_files(assets), args.sample, args.seed, has_valid_instance)]
-    source = "structspec.jsonschema.schema_to_gbnf" + (" (relaxed)" if args.relaxed else " (strict)")
-    if not has_schema_converter():
-        source = "grammars/json.gbnf for every schema (no structspec.jsonschema: the schema is NOT enforced)"
+    source = "structspec.Grammar.from_json_schema" + (" (relaxed)" if args.relaxed else " (strict)")
     print(f"MaskBench replay: {len(sample)} schemas (seed {args.seed}), tokenizer {args.tokenizer}, one thread")
     print(f"slow engines ({', '.join(SLOW_ENGINES)}): first {args.slow_sample} schemas; structspec grammars: {source}")
     options = {
