@@ -19,7 +19,9 @@ class Draft:
     drafted by ``sources[i]`` from ``qs[i]`` (``None``: deterministically) after node
     ``parents[i]`` (-1: after the committed text); parents come before their children.
 
-    The sources extend one main line (``line``, node indices). Branches hang off it: what the
+    The sources extend one main line (``line``, node indices); ``end`` is the matcher advanced
+    along it (the chain drafts on a copy of the sequence's), ``None`` for a draft built by
+    hand. Branches hang off it: what the
     n-gram source proposes to try instead, where a copied value may end or where the text goes
     on in more than one way (``forks`` maps each branch's first node to its kind). The
     children of a node with several are deterministic drafts, so the target's own token picks
@@ -31,6 +33,7 @@ class Draft:
     parents: list[int] = field(default_factory=list)
     line: list[int] = field(default_factory=list)
     forks: dict[int, str] = field(default_factory=dict)
+    end: Matcher | None = None
 
     def extend(self, tokens: list[int], qs: list, source: str, fork: int | None = None, kind: str = "") -> None:
         """Add ``tokens`` in a row: to the main line, or with ``fork`` as a branch of ``kind``
@@ -50,11 +53,6 @@ class Draft:
         self.tokens += tokens
         self.sources += [source] * len(tokens)
         self.qs += qs
-
-    @property
-    def main(self) -> list[int]:
-        """The main line's tokens."""
-        return [self.tokens[i] for i in self.line]
 
     def children(self) -> dict[int, list[int]]:
         """Each node's children (-1: the root's), main-line child first."""
@@ -101,7 +99,7 @@ class DraftChain:
     def draft(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Draft:
         """A draft continuing ``context`` (``matcher`` is a copy of the target's, advanced by
         the sources along the main line) whose branches are at most ``limit`` tokens deep."""
-        result = Draft()
+        result = Draft(end=matcher)
         quota = {d.name: self.config.max_per_source for d in self.drafters if d.name != "forced"}
         ranked = [(d, self.acceptance[d.name].probability) for d in sorted(self.drafters, key=self._rank)]
         prices = {d.name: self._price(d) for d, _ in ranked if d.free}  # a model's changes as it drafts
