@@ -102,7 +102,7 @@ class DraftChain:
         result = Draft(end=matcher)
         quota = {d.name: self.config.max_per_source for d in self.drafters if d.name != "forced"}
         ranked = [(d, self.acceptance[d.name].probability) for d in sorted(self.drafters, key=self._rank)]
-        prices = {d.name: self._price(d) for d, _ in ranked if d.free}  # a model's changes as it drafts
+        free_price = self._price(ranked[0][0]) if ranked[0][0].free else 0.0  # the same for every free source
         main: list[int] = []  # the main line's tokens
         sequence = context  # the context and the main line (drafters only read it)
         round_ = _RoundValue()
@@ -111,7 +111,7 @@ class DraftChain:
             progress = False
             for drafter, acceptance in ranked:
                 name = drafter.name
-                price = prices[name] if drafter.free else self._price(drafter)
+                price = free_price if drafter.free else self._price(drafter)  # a model's changes as it drafts
                 upfront = self._upfront(drafter, sequence)
                 room = limit - len(main)
                 if name in quota:
@@ -171,10 +171,10 @@ class DraftChain:
         the draft model catching up on ``context`` (a new sequence's prompt, the tokens
         committed since it last drafted), once measured; nothing with a configured
         ``draft_cost``."""
-        base, per_token = self.forward.base, None if drafter.free else drafter.cost.per_token
-        if not base or not per_token or self.config.draft_cost is not None:
+        if drafter.free or self.config.draft_cost is not None:
             return 0.0
-        return per_token * drafter.catch_up(context) / base
+        base, per_token = self.forward.base, drafter.cost.per_token
+        return per_token * drafter.catch_up(context) / base if base and per_token else 0.0
 
     def record(self, draft: Draft, path: list[int], stats: Stats) -> None:
         """Credit the accepted nodes (``path``) to their sources, and update the sources'
