@@ -95,6 +95,8 @@ class NgramDrafter:
             data = self._bytes(context, vocabulary.token_bytes)
             written = value_length(data, self.max_bytes)
             starts = self.lookup(data, written)
+            if not starts:  # the text holds no earlier occurrence: nothing to copy, no branch
+                return Proposal()
             span = agreed_continuation(data, starts, self.span_bytes)
             run = self._tokens(span, written, matcher)[:limit] if span else []
         with stats.timing("mask"):
