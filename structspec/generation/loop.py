@@ -100,11 +100,11 @@ def decode(target: CachedModel, run: Decoding) -> Iterator[list[int]]:
             draft = run.draft()
             prefetch.start([(draft.end, len(draft.line))])
             start = time.perf_counter()
-            with stats.timing("target"):
-                logits = target.tree_logits(run.sequence, draft.tokens, draft.parents)
+            logits = target.tree_logits(run.sequence, draft.tokens, draft.parents)
             seconds = time.perf_counter() - start
-            with stats.timing("mask"):
-                prefetch.wait()
+            prefetch.wait()
+            stats.seconds["target"] += seconds
+            stats.seconds["mask"] += time.perf_counter() - start - seconds  # waiting for the masks
             length = len(run.sequence)
             path, committed = run.commit(logits, draft)
             target.keep(length, path)
