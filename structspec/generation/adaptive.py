@@ -66,12 +66,14 @@ class ForwardCost:
         if self._calls == 1:
             return
         k = float(fed - 1)
-        point = (k, seconds, k * k, k * seconds)
+        kk, kt = k * k, k * seconds
         if self._means is None:
-            self._means = point
-        else:
+            self._means = (k, seconds, kk, kt)
+        else:  # each mean moves towards the point by the weight (written out: a call a round)
             w = self.weight
-            self._means = tuple((1 - w) * m + w * p for m, p in zip(self._means, point, strict=True))
+            rest = 1 - w
+            mk, mt, mkk, mkt = self._means
+            self._means = (rest * mk + w * k, rest * mt + w * seconds, rest * mkk + w * kk, rest * mkt + w * kt)
 
     @property
     def per_token(self) -> float:

@@ -93,7 +93,7 @@ class Batch:
         drafts = [row.decoding.draft() for row in self.rows]
         feeds = [self._feed(index, draft) for index, draft in enumerate(drafts)]
         lengths = [len(row.decoding.sequence) for row in self.rows]
-        self._prefetch.start((row.decoding.matcher, draft.main) for row, draft in zip(self.rows, drafts, strict=True))
+        self._prefetch.start((draft.end, len(draft.line)) for draft in drafts)
         start = time.perf_counter()
         logits = self._forward(feeds, drafts)
         seconds = time.perf_counter() - start

@@ -19,7 +19,9 @@ class Draft:
     drafted by ``sources[i]`` from ``qs[i]`` (``None``: deterministically) after node
     ``parents[i]`` (-1: after the committed text); parents come before their children.
 
-    The sources extend one main line (``line``, node indices). Branches hang off it: what the
+    The sources extend one main line (``line``, node indices); ``end`` is the matcher advanced
+    along it (the chain drafts on a copy of the sequence's), ``None`` for a draft built by
+    hand. Branches hang off it: what the
     n-gram source proposes to try instead, where a copied value may end or where the text goes
     on in more than one way (``forks`` maps each branch's first node to its kind). The
     children of a node with several are deterministic drafts, so the target's own token picks
@@ -31,6 +33,7 @@ class Draft:
     parents: list[int] = field(default_factory=list)
     line: list[int] = field(default_factory=list)
     forks: dict[int, str] = field(default_factory=dict)
+    end: Matcher | None = None
 
     def extend(self, tokens: list[int], qs: list, source: str, fork: int | None = None, kind: str = "") -> None:
         """Add ``tokens`` in a row: to the main line, or with ``fork`` as a branch of ``kind``
@@ -50,11 +53,6 @@ class Draft:
         self.tokens += tokens
         self.sources += [source] * len(tokens)
         self.qs += qs
-
-    @property
-    def main(self) -> list[int]:
-        """The main line's tokens."""
-        return [self.tokens[i] for i in self.line]
 
     def children(self) -> dict[int, list[int]]:
         """Each node's children (-1: the root's), main-line child first."""
@@ -101,10 +99,10 @@ class DraftChain:
     def draft(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Draft:
         """A draft continuing ``context`` (``matcher`` is a copy of the target's, advanced by
         the sources along the main line) whose branches are at most ``limit`` tokens deep."""
-        result = Draft()
+        result = Draft(end=matcher)
         quota = {d.name: self.config.max_per_source for d in self.drafters if d.name != "forced"}
         ranked = [(d, self.acceptance[d.name].probability) for d in sorted(self.drafters, key=self._rank)]
-        prices = {d.name: self._price(d) for d, _ in ranked if d.free}  # a model's changes as it drafts
+        free_price = self._price(ranked[0][0]) if ranked[0][0].free else 0.0  # the same for every free source
         main: list[int] = []  # the main line's tokens
         sequence = context  # the context and the main line (drafters only read it)
         round_ = _RoundValue()
@@ -113,7 +111,7 @@ class DraftChain:
             progress = False
             for drafter, acceptance in ranked:
                 name = drafter.name
-                price = prices[name] if drafter.free else self._price(drafter)
+                price = free_price if drafter.free else self._price(drafter)  # a model's changes as it drafts
                 upfront = self._upfront(drafter, sequence)
                 room = limit - len(main)
                 if name in quota:
@@ -173,10 +171,10 @@ class DraftChain:
         the draft model catching up on ``context`` (a new sequence's prompt, the tokens
         committed since it last drafted), once measured; nothing with a configured
         ``draft_cost``."""
-        base, per_token = self.forward.base, None if drafter.free else drafter.cost.per_token
-        if not base or not per_token or self.config.draft_cost is not None:
+        if drafter.free or self.config.draft_cost is not None:
             return 0.0
-        return per_token * drafter.catch_up(context) / base
+        base, per_token = self.forward.base, drafter.cost.per_token
+        return per_token * drafter.catch_up(context) / base if base and per_token else 0.0
 
     def record(self, draft: Draft, path: list[int], stats: Stats) -> None:
         """Credit the accepted nodes (``path``) to their sources, and update the sources'

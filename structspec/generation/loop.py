@@ -62,10 +62,10 @@ class Decoding:
 
     def draft(self) -> Draft:
         """This round's draft (empty for plain decoding), within the tokens left: the verified
-        token always comes on top of it."""
+        token always comes on top of it. Its ``end`` is set: the matcher at its main line's end."""
         room = self.max_new_tokens - self.produced - 1
         if self.chain is None or not room:
-            return Draft()
+            return Draft(end=self.matcher.copy())
         return self.chain.draft(self.sequence, self.matcher.copy(), min(room, self.max_draft), self.stats)
 
     def commit(self, logits: torch.Tensor, draft: Draft) -> tuple[list[int], list[int]]:
@@ -98,13 +98,13 @@ def decode(target: CachedModel, run: Decoding) -> Iterator[list[int]]:
     with MaskPrefetch() as prefetch:
         while not run.done:
             draft = run.draft()
-            prefetch.start([(run.matcher, draft.main)])
+            prefetch.start([(draft.end, len(draft.line))])
             start = time.perf_counter()
-            with stats.timing("target"):
-                logits = target.tree_logits(run.sequence, draft.tokens, draft.parents)
+            logits = target.tree_logits(run.sequence, draft.tokens, draft.parents)
             seconds = time.perf_counter() - start
-            with stats.timing("mask"):
-                prefetch.wait()
+            prefetch.wait()
+            stats.seconds["target"] += seconds
+            stats.seconds["mask"] += time.perf_counter() - start - seconds  # waiting for the masks
             length = len(run.sequence)
             path, committed = run.commit(logits, draft)
             target.keep(length, path)

@@ -5,8 +5,10 @@ text and after each token of the draft's main line -- can be computed during the
 forward. The native mask core releases the GIL while it sweeps, and compiled grammars cache
 masks per parse state (shared and thread-safe), so the round's own reads then find them ready.
 
-Only masks not cached yet go to the worker: the walk along the cached ones (a step-cache and a
-mask-cache lookup per token) is done in place, and when everything is cached -- greedy decoding
+The parse states along the draft's main line are the ones the chain that drafted it went
+through (its matcher's history), so nothing is stepped again here. Only masks not cached yet go
+to the worker: the check along the cached ones (a mask-cache lookup per state) is done in
+place, and when everything is cached -- greedy decoding
 along a path already taken, forced tokens seen before -- no work is handed over at all. A
 hand-over costs thread wake-ups and a share of the GIL while the forward's own Python code runs:
 on a CPU with a small model that was 15% of the time per token for nothing.
@@ -14,10 +16,12 @@ on a CPU with a small model that was 15% of the time per token for nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from structspec.errors import GrammarError
+from structspec.grammar.parse_state import ParseState
+from structspec.masks.compiled import CompiledGrammar
 from structspec.masks.matcher import Matcher
 
 
@@ -36,11 +40,12 @@ class MaskPrefetch:
         self.wait()
         self._pool.shutdown()
 
-    def start(self, walks: Iterable[tuple[Matcher, Sequence[int]]]) -> None:
-        """For each ``(matcher, tokens)``, compute the mask of the matcher's state and of the
-        states after each of ``tokens`` (on a copy taken now: the matcher is not moved)."""
+    def start(self, walks: Iterable[tuple[Matcher, int]]) -> None:
+        """For each ``(matcher, n)``, compute the masks of the states the matcher went through
+        over its last ``n`` tokens and of its current state (the matcher is only read: a
+        draft's main line, walked by the chain that drafted it, is not stepped again)."""
         self.wait()
-        left = [walk for walk in (_uncached(matcher, tokens) for matcher, tokens in walks) if walk is not None]
+        left = [walk for walk in (_uncached(matcher, n) for matcher, n in walks) if walk is not None]
         if left:
             self._pending = self._pool.submit(_masks_along, left)
 
@@ -51,40 +56,27 @@ class MaskPrefetch:
             pending.result()
 
 
-def _uncached(matcher: Matcher, tokens: Sequence[int]) -> tuple[Matcher, list[int]] | None:
-    """A copy of ``matcher`` moved along ``tokens`` to the first state whose mask is not
-    cached, with the tokens after it; None when every mask along the walk is cached (or it
-    ends: a token the grammar forbids, a finished text). The walk steps parse states through
-    the compiled grammar's step cache, as the matcher would, and makes a matcher only where a
-    mask is missing."""
-    if matcher.is_finished():
-        return None
+def _uncached(matcher: Matcher, n: int) -> tuple[CompiledGrammar, list[ParseState]] | None:
+    """The states along ``matcher``'s last ``n`` tokens and after them, from the first whose
+    mask is not cached on; None when every mask there is cached, or the walk reaches a finished
+    text first (nothing may follow it: no mask to come)."""
     compiled = matcher.compiled
-    size = compiled.vocabulary.size
-    state = matcher.state
-    for at, token in enumerate(tokens):
+    states = matcher.recent_states(n)
+    for at, state in enumerate(states):
+        if state.accepting and not state.heads:
+            return None
         if compiled.known_mask_words(state) is None:
-            return _moved(matcher, tokens, at)
-        state = compiled.advance_token(state, token) if 0 <= token < size else None
-        if state is None or (state.accepting and not state.heads):
-            return None  # forbidden, an end-of-sequence token or a finished text: no mask to come
-    return _moved(matcher, tokens, len(tokens)) if compiled.known_mask_words(state) is None else None
+            return compiled, states[at:]
+    return None
 
 
-def _moved(matcher: Matcher, tokens: Sequence[int], at: int) -> tuple[Matcher, list[int]]:
-    walker = matcher.copy()
-    walker.accept_tokens(tokens[:at])
-    return walker, list(tokens[at:])
-
-
-def _masks_along(walks: list[tuple[Matcher, list[int]]]) -> None:
+def _masks_along(walks: list[tuple[CompiledGrammar, list[ParseState]]]) -> None:
     """Fill the caches; a grammar error is left for the round's own read to raise."""
-    for matcher, tokens in walks:
+    for compiled, states in walks:
         try:
-            matcher.mask_words()
-            for token in tokens:
-                if not matcher.accept_token(token) or matcher.is_finished():
+            for state in states:
+                if state.accepting and not state.heads:
                     break
-                matcher.mask_words()
+                compiled.mask_words(state)
         except GrammarError:
             continue

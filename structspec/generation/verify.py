@@ -45,56 +45,70 @@ def verify(
     """
 
     timer = stats.timing("mask")
-    rows = numpy_view(logits) if sampling.greedy else None  # one view for the round, not one a row
+    greedy = sampling.greedy
+    rows = numpy_view(logits) if greedy else None  # one view for the round, not one a row
 
-    def choose(index: int) -> int:
-        """A token from the masked distribution of row ``index`` (its argmax when greedy, read
-        from the rows' numpy view where there is one)."""
-        if sampling.greedy:
+    def step(index: int, depth: int, given: int | None = None) -> tuple[int, int]:
+        """Choose the token at ``depth`` from row ``index`` -- ``given`` when the caller chose
+        it (a draft model's token that passed, or the resample after one failed), else one
+        from the masked distribution (its argmax when greedy, read from the rows' numpy view
+        where there is one) -- and advance ``matcher`` by it (see :func:`settle`); returns
+        ``(chosen, taken)``. A greedy row's choice and step are timed as one block."""
+        if given is not None:
+            chosen = given
+        elif greedy:
             with timer:
-                return matcher.masked_argmax(logits[index] if rows is None else rows[index])
-        row = logits[index]
+                chosen = matcher.masked_argmax(logits[index] if rows is None else rows[index])
+                return chosen, settle(chosen, index, depth)
+        else:
+            row = logits[index]
+            with timer:
+                matcher.apply_mask(row)
+            chosen = sampling.pick(row, rng)
         with timer:
-            matcher.apply_mask(row)
-        return sampling.pick(row, rng)
+            return chosen, settle(chosen, index, depth)
 
     def settle(token: int, index: int, depth: int) -> int:
         """Advance ``matcher`` by the token chosen at ``depth`` (from row ``index``), or by its
-        replacement when it leaves too little room to finish; returns the token taken."""
-        with timer:
-            if not matcher.accept_token(token):
-                raise RuntimeError(f"the target chose token {token}, which the grammar forbids (mask bug)")
-            if left is None or matcher.tokens_to_finish() <= left - depth - 1:
-                return token
-            matcher.rollback(1)
-            stats.budget_cuts += 1
-            row = logits[index]
-            matcher.apply_mask(row)  # a greedy row may not be masked yet (see choose)
-            token = replacement(row, token, matcher, left - depth - 1, sampling, rng)
-            matcher.accept_token(token)
+        replacement when it leaves too little room to finish; returns the token taken (timed
+        by the caller)."""
+        if not matcher.accept_token(token):
+            raise RuntimeError(f"the target chose token {token}, which the grammar forbids (mask bug)")
+        if left is None or matcher.tokens_to_finish() <= left - depth - 1:
             return token
+        matcher.rollback(1)
+        stats.budget_cuts += 1
+        row = logits[index]
+        matcher.apply_mask(row)  # a greedy row may not be masked yet (see step)
+        token = replacement(row, token, matcher, left - depth - 1, sampling, rng)
+        matcher.accept_token(token)
+        return token
 
     children = draft.children()
-    tokens = draft.tokens
+    tokens, qs = draft.tokens, draft.qs
     path: list[int] = []
     node = -1
     while True:
         index, options = node + 1, children.get(node)
         if options is None:
-            return path, settle(choose(index), index, len(path))
-        q = draft.qs[options[0]]
+            return path, step(index, len(path))[1]
+        q = qs[options[0]]
         if q is None:
-            chosen = choose(index)
+            chosen, taken = step(index, len(path))
         else:  # the main child was sampled from q
-            chosen = tokens[options[0]]
+            drafted = tokens[options[0]]
             row = logits[index]
             with timer:
                 matcher.apply_mask(row)
             p = sampling.probs(row)
-            if float(torch.rand((), generator=rng)) * float(q[chosen]) >= float(p[chosen]):
-                return path, settle(_resample(p, chosen, q, rng), index, len(path))
-        follow = next((child for child in options if tokens[child] == chosen), None)
-        taken = settle(chosen, index, len(path))
+            if float(torch.rand((), generator=rng)) * float(q[drafted]) >= float(p[drafted]):
+                return path, step(index, len(path), _resample(p, drafted, q, rng))[1]
+            chosen, taken = step(index, len(path), drafted)
+        follow = None  # the child that drafted the chosen token
+        for child in options:
+            if tokens[child] == chosen:
+                follow = child
+                break
         if follow is None or taken != chosen:
             return path, taken
         path.append(follow)

@@ -215,3 +215,36 @@ def test_continuations_the_text_disagrees_on_are_drafted_side_by_side() -> None:
 def test_many_different_continuations_are_not_drafted() -> None:
     text = b"Tea: green\nTime: now\nTown: Leeds\nTub: blue\n"  # four ways on after T
     assert branches_after(b'{"title":"T', text, limit=16, kind="alternative") == (b"", [])
+
+
+def test_a_span_looked_up_again_is_tokenized_once_per_sequence(monkeypatch) -> None:
+    """A round that finds the same continuation as an earlier one (here: the same context
+    twice) proposes the same tokens without tokenizing the span again; another drafter (a new
+    sequence) tokenizes it afresh."""
+    from structspec.generation import drafters
+
+    pieces = [bytes([b]) for b in range(256)]
+    vocab = Vocabulary.from_token_bytes([*pieces, b" Hall", b" park", None], eos_ids=[258])
+    compiled = compile_grammar(Grammar.from_gbnf(EVENT_GRAMMAR), vocab)
+    encoded: list[bytes] = []
+    encode = drafters._encode_prefix
+
+    def counted(vocabulary: Vocabulary, span: bytes) -> list[int]:
+        encoded.append(span)
+        return encode(vocabulary, span)
+
+    monkeypatch.setattr(drafters, "_encode_prefix", counted)
+    prefix = b'{"title":"Town'
+    context = [*b"Spring Fair on 2024-05-12 at the Town Hall park. Entry is free, and so is the parking.", *prefix]
+    drafter = NgramDrafter(32, 3)
+    runs = []
+    for _ in range(2):
+        matcher = compiled.matcher()
+        assert matcher.accept_tokens(list(prefix)) == len(prefix)
+        runs.append(drafter.propose(context, matcher, 4, Stats()).tokens)
+    assert runs[0] == runs[1] and b"".join(vocab.token_bytes[t] for t in runs[0]) == b" Hall park. "
+    assert len(encoded) == len(set(encoded)) > 0
+    matcher = compiled.matcher()
+    matcher.accept_tokens(list(prefix))
+    assert NgramDrafter(32, 3).propose(context, matcher, 4, Stats()).tokens == runs[0]
+    assert len(encoded) == 2 * len(set(encoded))

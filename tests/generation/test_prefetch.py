@@ -20,66 +20,72 @@ def test_prefetch_fills_the_mask_cache_along_the_tokens() -> None:
     compiled = _compiled()
     matcher = compiled.matcher()
     tokens = [3, 0, 2, 1]
+    assert matcher.accept_tokens(tokens) == 4
     with MaskPrefetch() as prefetch:
-        prefetch.start([(matcher, tokens)])
+        prefetch.start([(matcher, len(tokens))])
         prefetch.wait()
     walk = compiled.matcher()
     assert compiled.known_mask_words(walk.state) is not None
     for token in tokens:
         assert walk.accept_token(token)
         assert compiled.known_mask_words(walk.state) is not None
-    assert matcher.num_tokens == 0  # the prefetch walked a copy
+    assert matcher.num_tokens == 4  # the prefetch only read the matcher
 
 
-def test_prefetch_stops_at_a_forbidden_token_and_goes_on_with_the_next_walk() -> None:
+def test_prefetch_stops_at_a_finished_text_and_goes_on_with_the_next_walk() -> None:
     compiled = _compiled()
-    other = structspec.compile(Grammar.from_gbnf('root ::= "a" "b"'), compiled.vocabulary)
+    pair = structspec.compile(Grammar.from_gbnf('root ::= "a" "b"'), compiled.vocabulary)
+    done, other = pair.matcher(), compiled.matcher()
+    assert done.accept_tokens([0, 1]) == 2 and done.is_finished()
+    assert other.accept_token(3)
     with MaskPrefetch() as prefetch:  # a batch: one walk per row
-        prefetch.start([(compiled.matcher(), [3, 3, 0]), (other.matcher(), [0])])  # the second "{" is forbidden
-    walk = compiled.matcher()
-    walk.accept_token(3)
-    assert compiled.known_mask_words(walk.state) is not None
-    assert not walk.accept_token(3)
-    walk = other.matcher()
-    assert walk.accept_token(0)
-    assert other.known_mask_words(walk.state) is not None
+        prefetch.start([(done, 2), (other, 1)])
+    assert pair.known_mask_words(pair.matcher().state) is not None
+    assert pair.known_mask_words(done.state) is None  # a finished text: nothing may follow
+    assert compiled.known_mask_words(other.state) is not None
 
 
 def test_only_masks_not_cached_yet_are_handed_to_the_worker() -> None:
     compiled = _compiled()
     pair = structspec.compile(Grammar.from_gbnf('root ::= "a" "b" "a"'), compiled.vocabulary)
+    walk = pair.matcher()
+    walk.accept_token(0)
     with MaskPrefetch() as prefetch:
-        prefetch.start([(pair.matcher(), [0])])
+        prefetch.start([(walk, 1)])
         prefetch.wait()
-        prefetch.start([(pair.matcher(), [0])])  # "" and "a": cached
+        prefetch.start([(walk, 1)])  # "" and "a": cached
         assert prefetch._pending is None
-        prefetch.start([(pair.matcher(), [0, 1])])  # "ab" is new
+        walk.accept_token(1)
+        prefetch.start([(walk, 2)])  # "ab" is new
         assert prefetch._pending is not None
         prefetch.wait()
-    walk = pair.matcher()
-    assert walk.accept_tokens([0, 1]) == 2
     assert pair.known_mask_words(walk.state) is not None
 
 
 def _uncached_by_matcher(matcher, tokens):
-    """The walk a matcher copy makes, token by token (the oracle of ``_uncached``)."""
+    """The states a copy of ``matcher`` steps through along ``tokens``, from the first without
+    a cached mask (the oracle of ``_uncached``)."""
     walker = matcher.copy()
     compiled = walker.compiled
     for at in range(len(tokens) + 1):
         if walker.is_finished():
             return None
         if compiled.known_mask_words(walker.state) is None:
-            return walker, list(tokens[at:])
-        if at == len(tokens) or not walker.accept_token(tokens[at]):
-            return None
+            rest = [walker.state]
+            for token in tokens[at:]:
+                walker.accept_token(token)
+                rest.append(walker.state)
+            return rest
+        if at < len(tokens):
+            walker.accept_token(tokens[at])
     return None
 
 
-@given(st.lists(st.integers(-1, 7), max_size=3), st.lists(st.integers(-1, 7), max_size=8),
-       st.lists(st.integers(-1, 7), max_size=8))
-def test_the_walk_along_parse_states_stops_where_a_matcher_would(start, cached, walk) -> None:
-    """Through the step cache, as a matcher steps: the first state without a cached mask, or
-    nothing at a forbidden or out-of-range token, an end-of-sequence token or a finished text."""
+@given(st.lists(st.integers(0, 5), max_size=3), st.lists(st.integers(0, 5), max_size=8),
+       st.lists(st.integers(0, 5), max_size=8))
+def test_the_walk_along_the_matchers_states_stops_where_a_matcher_would(start, cached, walk) -> None:
+    """Along the states a matcher went through: from the first state without a cached mask,
+    or nothing where every mask is cached or a finished text comes first."""
     from structspec.generation.prefetch import _uncached
 
     vocab = Vocabulary.from_token_bytes([b"a", b"b", b"ab", b"{", b"}", None], eos_ids=[5])
@@ -92,11 +98,13 @@ def test_the_walk_along_parse_states_stops_where_a_matcher_would(start, cached, 
         if not filler.accept_token(token):
             break
         filler.mask_words()
-    expected = _uncached_by_matcher(matcher, walk)
-    found = _uncached(matcher, walk)
+    before = matcher.copy()
+    n = matcher.accept_tokens(walk)
+    expected = _uncached_by_matcher(before, walk[:n])
+    found = _uncached(matcher, n)
     if expected is None:
         assert found is None
     else:
         assert found is not None
-        walker, rest = found
-        assert (walker.state, walker.num_tokens, rest) == (expected[0].state, expected[0].num_tokens, expected[1])
+        assert found[0] is compiled
+        assert found[1] == expected

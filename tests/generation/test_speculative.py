@@ -557,3 +557,22 @@ def test_sampling_order_is_temperature_top_k_top_p() -> None:
     probs = Sampling(temperature=2.0, top_k=3, top_p=0.9).probs(logits)
     kept = torch.softmax(torch.tensor([1.0, 0.5, 0.25]), 0)
     assert torch.allclose(probs[:3], kept) and probs[3:].sum() == 0
+
+
+@given(st.lists(st.tuples(st.integers(1, 40), st.floats(1e-6, 1.0)), min_size=1, max_size=30),
+       st.floats(0.01, 0.99))
+def test_forward_cost_means_are_the_weighted_moving_averages(calls, weight) -> None:
+    """Each mean of (k, t, k*k, k*t) moves towards the call's point by the weight, bit for bit
+    as ``(1 - w) * mean + w * point`` over the four of them; the first call is left out."""
+    cost = ForwardCost(weight)
+    means = None
+    for fed, seconds in calls:
+        cost.add(fed, seconds)
+        if cost._calls == 1:
+            continue
+        k = float(fed - 1)
+        point = (k, seconds, k * k, k * seconds)
+        if means is not None:
+            point = tuple((1 - weight) * m + weight * p for m, p in zip(means, point, strict=True))
+        means = point
+        assert cost._means == means
