@@ -7,7 +7,6 @@ values were used) or when at most one item is allowed; ``contains`` is exact wit
 
 from __future__ import annotations
 
-import math
 from typing import Any, Protocol
 
 from structspec.budget import check
@@ -40,10 +39,10 @@ def array_expr(host: ArrayHost, facets: list[Facet], name: str) -> MaybeExpr:
     )
     min_i, max_i = 0, None
     for f in facets:
-        if isinstance(f.kw.get("minItems"), (int, float)):
-            min_i = max(min_i, math.ceil(f.kw["minItems"]))
-        if isinstance(f.kw.get("maxItems"), (int, float)):
-            high = math.floor(f.kw["maxItems"])
+        low, high = f.count("minItems", lower=True), f.count("maxItems", lower=False)
+        if low is not None:
+            min_i = max(min_i, low)
+        if high is not None:
             max_i = high if max_i is None else min(max_i, high)
         if f.kw.get("unevaluatedItems", True) is not True:
             host.relax(f.pointer("unevaluatedItems"), "unevaluatedItems", "unevaluatedItems is not supported")

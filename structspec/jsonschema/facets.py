@@ -9,10 +9,14 @@ internal keywords (``~not-enum``, ``~not-pattern``) and synthetic subschemas as 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from structspec.errors import SCHEMA_TOO_LARGE, SchemaError
 from structspec.jsonschema.resolve import Loc
+
+MAX_COUNT = 2**64  # the largest length, item or member count a grammar is built to count to
 
 ATOMS = frozenset({"null", "boolean", "object", "array", "string", "integer", "fraction"})
 TYPE_ATOMS = {
@@ -89,6 +93,18 @@ class Facet:
     def pointer(self, keyword: str, *path: str | int) -> str:
         steps = [self.origin.get(keyword, keyword), *map(str, path)]
         return self.loc.pointer + "".join("/" + s.replace("~", "~0").replace("/", "~1") for s in steps)
+
+    def count(self, keyword: str, *, lower: bool) -> int | None:
+        """The count a length or size keyword (``minLength``, ``maxItems``, ...) sets, rounded
+        inwards (up for a ``lower`` bound, down for an upper one); None where it sets none. A
+        count past :data:`MAX_COUNT` is refused with a :class:`~structspec.SchemaError` here."""
+        value = self.kw.get(keyword)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        if value > MAX_COUNT:
+            raise SchemaError(f"{keyword} is past 2**64, the largest count a grammar is built for",
+                              self.pointer(keyword), keyword, code=SCHEMA_TOO_LARGE)
+        return math.ceil(value) if lower else math.floor(value)
 
     def sub(self, keyword: str, *path: str | int) -> Loc:
         """The subschema under ``keyword`` (and ``path``) as a :class:`Loc`."""

@@ -82,9 +82,10 @@ def spec_from_facets(facets: list[Facet], relax: Callable[[str, str, str], None]
     spec = StringSpec()
     for f in facets:
         kw = f.kw
-        if _count(kw.get("minLength")) is not None:
-            spec.min_len = max(spec.min_len, _count(kw["minLength"]) or 0)
-        high = _count(kw.get("maxLength"))
+        low = f.count("minLength", lower=True)
+        if low is not None:
+            spec.min_len = max(spec.min_len, low)
+        high = f.count("maxLength", lower=False)
         if high is not None:
             spec.max_len = high if spec.max_len is None else min(spec.max_len, high)
         if isinstance(kw.get("pattern"), str):
@@ -104,12 +105,6 @@ def spec_from_facets(facets: list[Facet], relax: Callable[[str, str, str], None]
             if kw["x-grounded"] and spec.grounded is None:
                 spec.grounded = f.pointer("x-grounded")
     return spec
-
-
-def _count(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return int(value) if float(value).is_integer() else int(value) + 1
 
 
 _ESCAPED = CONTROLS | CharSet.chars('"\\')

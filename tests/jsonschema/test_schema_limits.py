@@ -363,3 +363,22 @@ def test_a_huge_max_properties_compiles_as_a_counted_repetition() -> None:
     grammar = Grammar.from_gbnf(text)
     members = ",".join(f'"k{i}":{i}' for i in range(300))
     assert grammar.matches("{" + members + "}") and grammar.matches("{}") and grammar.matches("7")
+
+
+@pytest.mark.parametrize("keyword, kind", [("minLength", "string"), ("maxLength", "string"),
+                                           ("minItems", "array"), ("maxItems", "array")])
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_count_past_two_to_the_64_is_refused_where_it_stands(keyword: str, kind: str, strict: bool) -> None:
+    schema = {"type": "object", "properties": {"v": {"type": kind, keyword: 2**64 + 1}}}
+    with pytest.raises(SchemaError) as caught:
+        Grammar.from_json_schema(schema, strict=strict)
+    assert caught.value.pointer == f"/properties/v/{keyword}" and caught.value.code == SCHEMA_TOO_LARGE
+    with pytest.raises(SchemaError):  # a 300-digit count: no float overflow, no recursion through its digits
+        Grammar.from_json_schema({"type": kind, keyword: int("9" * 300)}, strict=strict)
+
+
+@pytest.mark.parametrize("keyword, kind", [("maxLength", "string"), ("maxItems", "array")])
+def test_a_count_of_two_to_the_64_still_compiles_exactly(keyword: str, kind: str) -> None:
+    grammar = Grammar.from_json_schema({"type": kind, keyword: 2**64})
+    text = '"abc"' if kind == "string" else "[1,2]"
+    assert grammar.matches(text) and not grammar.matches(text[:-1])
