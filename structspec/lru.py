@@ -7,6 +7,14 @@ numpy buffers plus a fixed overhead per object is what the callers count). Value
 grows after they were stored (a compiled grammar fills its mask caches as it is used) are
 re-measured by :meth:`BoundedCache.reweigh`.
 
+Recency is kept in steps, so that a hit costs one dict read: every insert and every refresh
+takes the next tick of a counter, and a hit refreshes its entry (moves it to the most recent
+end, under the lock) only when more than half of the entries held were inserted or refreshed
+since its own tick -- that is, only once it may have left the newer half of the order. An
+entry just hit therefore always sits in the newer half (counting the middle entry), and eviction takes entries from the
+older end in the order of their last refresh; what it gives up against an exact LRU is the
+order among the entries of the newer half.
+
 It imports nothing from the project, so every package may use it.
 """
 
@@ -36,6 +44,11 @@ class BoundedCache(Generic[K, V]):
     ``max_entries`` / ``max_bytes`` of ``None`` leave that bound off (at least one must be
     set). An entry bigger than ``max_bytes`` alone is still kept while it is the only one, so
     that the value just computed is not thrown away before its caller uses it again.
+
+    Every change of the entries is made under one lock; a hit reads the dict without it (a
+    key's value never changes while it is held, so a read sees the value or nothing) and
+    takes it only to refresh the entry. ``hits`` and ``misses`` are counted without the lock:
+    exact from one thread, possibly short by a few under contention.
     """
 
     def __init__(
@@ -53,7 +66,8 @@ class BoundedCache(Generic[K, V]):
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._weigh = weigh
-        self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self._items: OrderedDict[K, list] = OrderedDict()  # key -> [value, size, tick of its last refresh]
+        self._tick = 0  # taken by every insert and refresh
         self._lock = threading.Lock()
         self.nbytes = 0
         """Estimated bytes of the entries held."""
@@ -68,15 +82,16 @@ class BoundedCache(Generic[K, V]):
         return key in self._items
 
     def get(self, key: K, default: Any = MISSING) -> V | Any:
-        """The value held for ``key`` (now the most recently used), else ``default``."""
-        with self._lock:
-            found = self._items.get(key)
-            if found is None:
-                self.misses += 1
-                return default
-            self._items.move_to_end(key)
-            self.hits += 1
-            return found[0]
+        """The value held for ``key`` (now among the newer half of the entries), else ``default``."""
+        found = self._items.get(key)
+        if found is None:
+            self.misses += 1
+            return default
+        self.hits += 1
+        if self._tick - found[2] > len(self._items) >> 1:
+            with self._lock:
+                self._refresh(key)
+        return found[0]
 
     def put(self, key: K, value: V) -> V:
         """Hold ``value`` for ``key`` and return the value now held: the one already there if
@@ -86,9 +101,10 @@ class BoundedCache(Generic[K, V]):
         with self._lock:
             found = self._items.get(key)
             if found is not None:
-                self._items.move_to_end(key)
+                self._refresh(key)
                 return found[0]
-            self._items[key] = (value, size)
+            self._tick += 1
+            self._items[key] = [value, size, self._tick]
             self.nbytes += size
             self._evict()
             return value
@@ -106,14 +122,14 @@ class BoundedCache(Generic[K, V]):
         """Measure every entry again (values that grew in use) and drop the least recently used
         until the bounds hold."""
         with self._lock:
-            values = [(key, value) for key, (value, _) in self._items.items()]
+            values = [(key, entry[0]) for key, entry in self._items.items()]
         sizes = {key: self._weigh(key, value) for key, value in values}  # outside the lock: weigh may be slow
         with self._lock:
             for key, size in sizes.items():
                 found = self._items.get(key)
                 if found is not None:
                     self.nbytes += size - found[1]
-                    self._items[key] = (found[0], size)
+                    found[1] = size
             self._evict()
 
     def clear(self) -> None:
@@ -123,19 +139,27 @@ class BoundedCache(Generic[K, V]):
             self.nbytes = 0
 
     def keys(self) -> list[K]:
-        """The keys held, least recently used first (a snapshot)."""
+        """The keys held, oldest refresh first (a snapshot; the order eviction takes)."""
         with self._lock:
             return list(self._items)
 
     def values(self) -> list[V]:
-        """The values held, least recently used first (a snapshot)."""
+        """The values held, oldest refresh first (a snapshot)."""
         with self._lock:
-            return [value for value, _ in self._items.values()]
+            return [entry[0] for entry in self._items.values()]
 
     def stats(self) -> dict[str, int]:
         """Entries, estimated bytes, hits, misses and evictions so far."""
         return {"size": len(self._items), "bytes": self.nbytes, "hits": self.hits, "misses": self.misses,
                 "evictions": self.evictions}
+
+    def _refresh(self, key: K) -> None:
+        """Make ``key`` the most recently used, if it is still held (called under the lock)."""
+        found = self._items.get(key)
+        if found is not None:
+            self._tick += 1
+            found[2] = self._tick
+            self._items.move_to_end(key)
 
     def _evict(self) -> None:
         items = self._items
@@ -143,6 +167,5 @@ class BoundedCache(Generic[K, V]):
             (self.max_entries is not None and len(items) > self.max_entries)
             or (self.max_bytes is not None and self.nbytes > self.max_bytes)
         ):
-            _, (_, size) = items.popitem(last=False)
-            self.nbytes -= size
+            self.nbytes -= items.popitem(last=False)[1][1]
             self.evictions += 1

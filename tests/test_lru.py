@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 
@@ -20,32 +21,44 @@ operations = st.lists(
 @settings(max_examples=200, deadline=None)
 @given(ops=operations, max_entries=st.none() | st.integers(1, 6), max_bytes=st.none() | st.integers(1, 120))
 def test_behaves_like_a_reference_lru(ops, max_entries, max_bytes) -> None:
-    """Against a plain OrderedDict model: same contents in the same order, bytes summed right,
-    and both bounds hold whenever more than one entry is left."""
+    """Against a plain OrderedDict model of the stepped recency (a hit moves its entry to the
+    end only once more than half of the entries were inserted or moved since it was): same
+    contents in the same order, bytes summed right, both bounds hold whenever more than one
+    entry is left, and an entry just hit is in the newer half (the middle one counted)."""
     if max_entries is None and max_bytes is None:
         max_entries = 3
     sizes: dict[int, int] = {}  # what weigh says now, per value (values are their keys)
     cache: BoundedCache[int, int] = BoundedCache(max_entries=max_entries, max_bytes=max_bytes,
                                                  weigh=lambda _key, value: sizes[value])
-    model: OrderedDict[int, int] = OrderedDict()  # key -> size recorded
+    model: OrderedDict[int, list[int]] = OrderedDict()  # key -> [size recorded, tick of its last move]
+    tick = 0
+
+    def move(key: int) -> None:
+        nonlocal tick
+        tick += 1
+        model[key][1] = tick
+        model.move_to_end(key)
 
     def evict() -> None:
         while len(model) > 1 and ((max_entries is not None and len(model) > max_entries)
-                                  or (max_bytes is not None and sum(model.values()) > max_bytes)):
+                                  or (max_bytes is not None and sum(size for size, _ in model.values()) > max_bytes)):
             model.popitem(last=False)
 
     for op, key, size in ops:
         if op == "get":
             assert cache.get(key) == (key if key in model else MISSING)
             if key in model:
-                model.move_to_end(key)
+                if tick - model[key][1] > len(model) // 2:
+                    move(key)
+                assert key in cache.keys()[(len(model) - 1) // 2:]
         elif op == "put":
             sizes.setdefault(key, size)
             assert cache.put(key, key) == key
             if key in model:
-                model.move_to_end(key)
+                move(key)
             else:
-                model[key] = sizes[key]
+                model[key] = [sizes[key], 0]
+                move(key)
                 evict()
         elif op == "pop":
             assert cache.pop(key) == (key if key in model else None)
@@ -54,11 +67,11 @@ def test_behaves_like_a_reference_lru(ops, max_entries, max_bytes) -> None:
             sizes[key] = size  # the value grew (or shrank) in use; seen at the next reweigh
         else:
             cache.reweigh()
-            for k in model:
-                model[k] = sizes[k]
+            for k, entry in model.items():
+                entry[0] = sizes[k]
             evict()
         assert cache.values() == list(model)
-        assert cache.nbytes == sum(model.values())
+        assert cache.nbytes == sum(size for size, _ in model.values())
         assert len(cache) == len(model)
 
 
@@ -104,3 +117,45 @@ def test_threads_keep_the_byte_count_exact() -> None:
         thread.join()
     assert cache.nbytes == sum(v % 97 + 1 for v in cache.values())
     assert len(cache) <= 50 and cache.nbytes <= 2_000
+
+
+@settings(max_examples=20, deadline=None)
+@given(seeds=st.lists(st.integers(0, 2**16), min_size=2, max_size=4),
+       max_entries=st.integers(1, 12), max_bytes=st.integers(1, 400))
+def test_threads_never_see_a_wrong_value_and_keep_the_bounds(seeds, max_entries, max_bytes) -> None:
+    """Hits, puts, pops, reweighs and the evictions they cause from several threads at once:
+    every get returns the value stored for its key or nothing, every put the value held, and
+    afterwards the bytes add up and both bounds hold (past one entry)."""
+    cache: BoundedCache[int, tuple[int, int]] = BoundedCache(max_entries=max_entries, max_bytes=max_bytes,
+                                                             weigh=lambda _k, v: v[0] % 53 + 1)
+    wrong: list[object] = []
+
+    def hammer(seed: int) -> None:
+        for i in range(2_000):
+            key = (i * 7919 + seed * 31) % 37
+            found = cache.get(key)
+            if found is not MISSING and found[0] != key:
+                wrong.append((key, found))
+            if found is MISSING:
+                held = cache.put(key, (key, seed))
+                if held[0] != key:
+                    wrong.append((key, held))
+            if i % 97 == seed % 97:
+                cache.pop(key)
+            if i % 400 == 0:
+                cache.reweigh()
+
+    threads = [threading.Thread(target=hammer, args=(seed,)) for seed in seeds]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not wrong
+    assert cache.nbytes == sum(v[0] % 53 + 1 for v in cache.values())
+    assert len(cache) == 1 or (len(cache) <= max_entries and cache.nbytes <= max_bytes)
+    assert all(value[0] == key for key, value in zip(cache.keys(), cache.values(), strict=True))
