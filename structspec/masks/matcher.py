@@ -13,6 +13,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from structspec.grammar.parse_state import ParseState
+from structspec.lru import ENTRY_OVERHEAD, MISSING, BoundedCache
+
+ALLOWED_IDS_ENTRIES = 256  # masks whose allowed ids are kept for a forbidden argmax (see _allowed_argmax)
+ALLOWED_IDS_BYTES = 8 << 20
 
 if TYPE_CHECKING:  # names for annotations only: torch is imported where a tensor is made
     import torch
@@ -236,9 +240,33 @@ def numpy_view(logits: torch.Tensor) -> np.ndarray | None:
         return None
 
 
+def _allowed_ids(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return words, np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
+
+
+def _ids_bytes(_key: int, value: tuple[np.ndarray, np.ndarray]) -> int:
+    return value[0].nbytes + value[1].nbytes + ENTRY_OVERHEAD
+
+
+# id of a mask words array (shared per state, and by states with the same mask) -> (the array, the ids of its
+# set bits, ascending). The entry holds the array, so no other array can take its id while the entry lives.
+_ALLOWED_IDS: BoundedCache[int, tuple[np.ndarray, np.ndarray]] = BoundedCache(
+    max_entries=ALLOWED_IDS_ENTRIES, max_bytes=ALLOWED_IDS_BYTES, weigh=_ids_bytes)
+
+
 def _allowed_argmax(row: np.ndarray, words: np.ndarray, size: int) -> int:
     """``row``'s argmax once the tokens ``words`` forbids (and ids from ``size`` on) are set to
     -inf, without writing the row: the first NaN or the highest allowed score, the lowest id
-    among ties (0 when the masked row is all -inf)."""
-    allowed = np.unpackbits(words.view(np.uint8), count=size, bitorder="little").view(np.bool_)
-    return int(np.where(allowed, row[:size], -np.inf).argmax())
+    among ties (0 when the masked row is all -inf). Reads only the allowed ids' scores, through
+    the ids of each mask array kept in a small cache."""
+    found = _ALLOWED_IDS.get(id(words))
+    if found is MISSING:
+        found = _ALLOWED_IDS.put(id(words), _allowed_ids(words))
+    ids = found[1]
+    if len(ids) and ids[-1] >= size:
+        ids = ids[: ids.searchsorted(size)]
+    if not len(ids):
+        return 0
+    scores = row[ids]
+    best = int(scores.argmax())
+    return 0 if scores[best] == -np.inf else int(ids[best])

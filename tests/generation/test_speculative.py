@@ -310,12 +310,19 @@ def test_verify_greedy_choice_is_masked_argmax(row: list[float], prefix: bytes) 
     assert verify(logits, Draft(), matcher, Sampling(), torch.Generator(), Stats()) == ([], expected)
 
 
+def _allowed_argmax_by_masking(row: np.ndarray, words: np.ndarray, size: int) -> int:
+    """The stand-in for a forbidden argmax as it was first written: the whole row masked."""
+    allowed = np.unpackbits(words.view(np.uint8), count=size, bitorder="little").view(np.bool_)
+    return int(np.where(allowed, row[:size], -np.inf).argmax())
+
+
 @given(st.data(), st.integers(1, 100), st.integers(0, 40))
 def test_a_forbidden_argmax_gives_way_to_the_masked_rows_argmax(data, size: int, padding: int) -> None:
     """The stand-in for a forbidden argmax (:meth:`Matcher.masked_argmax`, which verify reads) is
     the argmax of the row masked in place (every forbidden id and every id past the vocabulary
     at -inf), as masked decoding reads it: NaN first, the lowest id among ties, 0 for an all
-    -inf row; over masks of several words."""
+    -inf row; over masks of several words, read again from the cache of allowed ids, and with
+    a row shorter than the mask (``size`` cut), the same token as masking the whole row."""
     from structspec.masks.matcher import _allowed_argmax
 
     row = np.array(data.draw(st.lists(SPECIAL_LOGITS, min_size=size + padding, max_size=size + padding)),
@@ -326,6 +333,9 @@ def test_a_forbidden_argmax_gives_way_to_the_masked_rows_argmax(data, size: int,
     masked[:size][~allowed] = -np.inf
     masked[size:] = -np.inf
     assert _allowed_argmax(row, words, size) == int(masked.argmax())
+    assert _allowed_argmax(row, words, size) == _allowed_argmax_by_masking(row, words, size)
+    cut = data.draw(st.integers(1, size))
+    assert _allowed_argmax(row, words, cut) == _allowed_argmax_by_masking(row, words, cut)
 
 
 # -- real weights ------------------------------------------------------------------------------
