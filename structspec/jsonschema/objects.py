@@ -80,8 +80,8 @@ def object_expr(host: ObjectHost, facets: list[Facet], name: str) -> MaybeExpr:
     for f in facets:
         known += [k for k in (f.kw.get("properties") or {}) if k not in known]
         required += [r for r in f.kw.get("required") or [] if isinstance(r, str) and r not in required]
-        if isinstance(f.kw.get("minProperties"), (int, float)):
-            min_p = max(min_p, math.ceil(f.kw["minProperties"]))
+        if isinstance(f.kw.get("minProperties"), (int, float)) and math.ceil(f.kw["minProperties"]) > min_p:
+            min_p, min_facet = math.ceil(f.kw["minProperties"]), f
         if isinstance(f.kw.get("maxProperties"), (int, float)):
             high = int(f.kw["maxProperties"])
             max_p = high if max_p is None else min(max_p, high)
@@ -111,6 +111,12 @@ def object_expr(host: ObjectHost, facets: list[Facet], name: str) -> MaybeExpr:
         label = seq(json_string_literal(key), colon)
         entries[key] = (seq(label, value), key in required, seq(label, proof))
     extra, witness = _extra_members(host, facets, known, name_locs, name, colon, witness_spec)
+    countable = sum(member is not None for member, _, _ in entries.values()) + 1
+    if extra is not None and min_p > countable:  # such objects exist, but a grammar cannot count their members
+        host.relax(min_facet.pointer("minProperties"), "minProperties",
+                   f"minProperties {min_p}: at most {countable} members can be counted here (the declared "
+                   "properties, and the undeclared ones as one, since a grammar cannot keep their names distinct)")
+        min_p = countable
     sep = seq(ws, Lit(","), ws)
     needs_witness = witness_spec is not None
     tracked = _tracked_in_any_order(known, required, min_p, max_p) if host.any_order else None
