@@ -63,7 +63,7 @@ def _uncached(matcher: Matcher, n: int) -> tuple[CompiledGrammar, list[ParseStat
     compiled = matcher.compiled
     states = matcher.recent_states(n)
     for at, state in enumerate(states):
-        if state.accepting and not state.heads:
+        if state.is_dead_end():
             return None
         if compiled.known_mask_words(state) is None:
             return compiled, states[at:]
@@ -75,7 +75,7 @@ def _masks_along(walks: list[tuple[CompiledGrammar, list[ParseState]]]) -> None:
     for compiled, states in walks:
         try:
             for state in states:
-                if state.accepting and not state.heads:
+                if state.is_dead_end():
                     break
                 compiled.mask_words(state)
         except GrammarError:

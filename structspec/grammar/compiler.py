@@ -371,8 +371,8 @@ def _symbol_edges(
     if not any(counts):
         return refs, token_edges
     symbol_counts = [len(layout.symbols) for layout in layouts]
-    starts = offsets.tolist()
-    numbers = np.array([starts[index[s]] if isinstance(s, str) else token_index[s]
+    rule_starts = offsets.tolist()
+    numbers = np.array([rule_starts[index[s]] if isinstance(s, str) else token_index[s]
                         for layout in layouts for s in layout.symbols], dtype=np.int64)
     is_rule = np.array([isinstance(s, str) for layout in layouts for s in layout.symbols], dtype=bool)
     base = np.repeat(offsets.astype(np.int64), counts)
