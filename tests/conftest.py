@@ -1,5 +1,9 @@
 """Shared test helpers: where the shared assets live, skipping cleanly when they are absent.
 
+Hypothesis draws fresh examples on every local run, so new runs keep looking for bugs; with
+``CI`` set (``.ci/run`` sets it) it runs the same derandomized examples every time, so a
+landing never hangs on a lucky draw.
+
 Assets (real tokenizers, schema suites, a tiny model) are found through the environment
 variable ``STRUCTSPEC_ASSETS``, defaulting to ``<repo>/../shared/assets``. Import the helpers
 with ``from conftest import assets_dir, tokenizer_dir``.
@@ -11,6 +15,11 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -112,6 +112,8 @@ def object_expr(host: ObjectHost, facets: list[Facet], name: str) -> MaybeExpr:
         entries[key] = (seq(label, value), key in required, seq(label, proof))
     extra, witness = _extra_members(host, facets, known, name_locs, name, colon, witness_spec)
     countable = sum(member is not None for member, _, _ in entries.values()) + 1
+    if max_p is not None and min_p > max_p:
+        return None
     if extra is not None and min_p > countable:  # such objects exist, but a grammar cannot count their members
         host.relax(min_facet.pointer("minProperties"), "minProperties",
                    f"minProperties {min_p}: at most {countable} members can be counted here (the declared "
