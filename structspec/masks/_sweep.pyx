@@ -272,6 +272,7 @@ cdef class Pushdown:
     cdef uint8_t* has_loop
     cdef int32_t* visits
     cdef int32_t* mb_end  # see char_end(): UNKNOWN until computed, per automaton state
+    cdef int32_t* q_same  # see same_as(): UNKNOWN until computed, per automaton state
     cdef uint64_t* q_loops  # see _self_loops(): each automaton state's self-loop words, once q_looped[q]
     cdef uint8_t* q_looped
     cdef int32_t* uni_next  # see uniform(): UNKNOWN until computed, DEAD for none
@@ -298,7 +299,7 @@ cdef class Pushdown:
         self.f_state = self.f_parent = self.f_seen = NULL
         self.fh_keys = NULL
         self.fh_vals = self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
-        self.uni_next = self.jump_len = self.jump_to = self.mb_end = NULL
+        self.uni_next = self.jump_len = self.jump_to = self.mb_end = self.q_same = NULL
         self.q_loops = NULL
         self.q_looped = NULL
         self.uni_words = NULL
@@ -367,7 +368,7 @@ cdef class Pushdown:
     def nbytes(self) -> int:
         """Bytes of the tables this object allocated (the grammar and trie arrays aside)."""
         return (self.cap_frames * 12 + self.fh_cap * 12 + self.cap_runs * (4 * self.n_classes + RUN_BYTES)
-                + self.rh_cap * 4 + self.rs_heads.cap * 4 + (self.n_states * 21 if self.mb_end != NULL else 0))
+                + self.rh_cap * 4 + self.rs_heads.cap * 4 + (self.n_states * 25 if self.mb_end != NULL else 0))
 
     cdef inline int32_t move(self, int32_t q, int c) noexcept nogil:
         """Automaton state ``q``'s move on byte class ``c``, DEAD for none."""
@@ -407,10 +408,15 @@ cdef class Pushdown:
         return 0
 
     cdef int32_t frame(self, int32_t state, int32_t parent) noexcept nogil:
-        """The interned frame ``state`` on ``parent`` (-1: none), or ERR_SIZE."""
-        cdef int64_t key = (<int64_t> state << 32) | <uint32_t> (parent + 1)
-        cdef Py_ssize_t slot = mix(key) & (self.fh_cap - 1)
+        """The interned frame ``state`` on ``parent`` (-1: none), or ERR_SIZE; an automaton
+        state stands for itself or for the state it behaves as (same_as())."""
+        cdef int64_t key
+        cdef Py_ssize_t slot
         cdef int32_t found
+        if state < self.n_states:
+            state = self.same_as(state)
+        key = (<int64_t> state << 32) | <uint32_t> (parent + 1)
+        slot = mix(key) & (self.fh_cap - 1)
         while self.fh_keys[slot] >= 0:
             if self.fh_keys[slot] == key:
                 return self.fh_vals[slot]
@@ -427,6 +433,39 @@ cdef class Pushdown:
         self.fh_vals[slot] = found
         if 2 * self.n_frames > self.fh_cap and self._rehash_frames(2 * self.fh_cap):
             return ERR_SIZE
+        return found
+
+    cdef int32_t same_as(self, int32_t q) noexcept nogil:
+        """The automaton state frames of ``q`` stand on: the state of its first move when that
+        one moves to the same states on every class, calls the same rules with the same returns
+        and has the same flags (a rule's start state beside the loop state of ``x*``, which the
+        compiler keeps apart), so that a string's characters that re-enter the rule come back to
+        the same run state; else ``q`` itself. Computed once per state."""
+        cdef int32_t found = self.q_same[q], t = DEAD
+        cdef int c
+        cdef Py_ssize_t i, j
+        if found != UNKNOWN:
+            return found
+        self.q_same[q] = q  # while the first move's own is computed
+        for c in range(self.n_classes):
+            t = self.move(q, c)
+            if t >= 0:
+                break
+        if t < 0 or t == q or self.final[q] != self.final[t] or self.movable[q] != self.movable[t]:
+            return q
+        if (self.sink[q] != self.sink[t] or self.plain[q] != self.plain[t]
+                or self.ref_off[q + 1] - self.ref_off[q] != self.ref_off[t + 1] - self.ref_off[t]):
+            return q
+        for c in range(self.n_classes):
+            if self.move(q, c) != self.move(t, c):
+                return q
+        j = self.ref_off[t]
+        for i in range(self.ref_off[q], self.ref_off[q + 1]):
+            if self.ref_start[i] != self.ref_start[j] or self.ref_ret[i] != self.ref_ret[j]:
+                return q
+            j += 1
+        found = self.same_as(t)
+        self.q_same[q] = found
         return found
 
     cdef int _grow_runs(self) noexcept nogil:
@@ -1038,13 +1077,26 @@ cdef class Pushdown:
     cdef int step_flags(self, int32_t s, uint8_t* flags) noexcept nogil:
         """In ``flags[0..255]`` the bytes of ``s``'s uniform step and in ``flags[256]`` whether
         whole multi-byte characters take it too: 1 when the step is wide enough for a loop
-        split (``split_bits``), 0 when not, or an error code."""
-        cdef int32_t t = self.uniform(s)
-        cdef int b
+        split (``split_bits``), 0 when not, or an error code. Also 0 when the step leads into a
+        loop that takes more (a free key's state on the prefix of a declared name): a split by
+        the narrower step would serve few states (5-11 ms to build each) where the walk reaches
+        the loop in one byte."""
+        cdef int32_t t = self.uniform(s), u
+        cdef int b, c
         if t < 0:
             return t if t < DEAD else 0
         if popcount(self.uni_words[2 * s]) + popcount(self.uni_words[2 * s + 1]) < self.split_bits:
             return 0
+        if t != s:
+            u = self.uniform(t)
+            if u < DEAD:
+                return u
+            if u == t:
+                if self.uni_chars[t] > self.uni_chars[s]:
+                    return 0
+                for c in range(self.n_classes):
+                    if self.trans[t * self.n_classes + c] == t and self.trans[s * self.n_classes + c] != t:
+                        return 0
         for b in range(256):
             flags[b] = self.trans[s * self.n_classes + self.byte_class[b]] == t
         flags[256] = self.uni_chars[s]
@@ -1145,16 +1197,16 @@ cdef class Pushdown:
 
     cdef void free_tables(self) noexcept nogil:
         """Forget every frame and run state and give all the tables' memory back, the per
-        automaton state caches (mb_end, q_loops) included: nothing is held until reset()."""
+        automaton state caches (mb_end, q_same, q_loops) included: nothing is held until reset()."""
         free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_keys); free(self.fh_vals)
         free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.trans); free(self.pops)
         free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
         free(self.uni_next); free(self.uni_words); free(self.uni_chars); free(self.jump_len); free(self.jump_to); free(self.rs_heads.data)
-        free(self.mb_end); free(self.q_loops); free(self.q_looped)
+        free(self.mb_end); free(self.q_loops); free(self.q_looped); free(self.q_same)
         self.f_state = self.f_parent = self.f_seen = NULL
         self.fh_keys = NULL
         self.fh_vals = self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
-        self.uni_next = self.jump_len = self.jump_to = self.mb_end = NULL
+        self.uni_next = self.jump_len = self.jump_to = self.mb_end = self.q_same = NULL
         self.uni_words = self.rs_hash = self.loops = self.q_loops = NULL
         self.pops = self.has_loop = self.q_looped = self.uni_chars = NULL
         ivec_init(&self.rs_heads)
@@ -1170,21 +1222,23 @@ cdef class Pushdown:
         missing); -1 when memory runs out."""
         cdef Py_ssize_t i, n = max(self.n_states, 1)
         cdef int32_t* mb_end = self.mb_end
+        cdef int32_t* q_same = self.q_same
         cdef uint64_t* q_loops = self.q_loops
         cdef uint8_t* q_looped = self.q_looped
-        self.mb_end = NULL  # kept across the reset
+        self.mb_end = self.q_same = NULL  # kept across the reset
         self.q_loops = NULL
         self.q_looped = NULL
         self.free_tables()
         if mb_end == NULL:
             mb_end = <int32_t*> malloc(n * sizeof(int32_t))
+            q_same = <int32_t*> malloc(n * sizeof(int32_t))
             q_loops = <uint64_t*> malloc(n * 2 * sizeof(uint64_t))
             q_looped = <uint8_t*> calloc(n, 1)
-            if mb_end != NULL:
+            if mb_end != NULL and q_same != NULL:
                 for i in range(n):
-                    mb_end[i] = UNKNOWN
-        self.mb_end, self.q_loops, self.q_looped = mb_end, q_loops, q_looped
-        if mb_end == NULL or q_loops == NULL or q_looped == NULL:
+                    mb_end[i] = q_same[i] = UNKNOWN
+        self.mb_end, self.q_same, self.q_loops, self.q_looped = mb_end, q_same, q_loops, q_looped
+        if mb_end == NULL or q_same == NULL or q_loops == NULL or q_looped == NULL:
             return -1
         if (self._grow_frames() or self._grow_runs() or self._rehash_frames(1024) or self._rehash_runs(256)):
             return -1

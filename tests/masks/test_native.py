@@ -321,6 +321,64 @@ def test_counted_strings_near_their_end_take_the_split(monkeypatch: pytest.Monke
                                         if data and state.advance(data) is not None]
 
 
+@st.composite
+def _reentered_loops(draw: st.DrawFn) -> str:
+    """A rule ``k ::= x* more?`` whose ``more ::= y k`` re-enters it at its start, as a JSON
+    key's characters outside ASCII and its escapes do (the start state of ``x*`` moves, calls
+    and ends as its loop state does), called from several places with other continuations."""
+    loop = draw(st.sampled_from(["[a-c]", "[^\"\\\\]", "[a-z\u00e9]"]))
+    more = draw(st.sampled_from(['"\u00e9"', "[^\\x00-\\x7F]", '"\\\\" [nt]', '"b" "c"']))
+    calls = draw(st.lists(st.sampled_from(['"\\"" k "\\""', '"\\"" k "\\":"', 'k "b"', '"a" k']), min_size=1,
+                          max_size=3, unique=True))
+    return f'root ::= ({" | ".join(calls)}) ("," root)?\nk ::= {loop}* more?\nmore ::= ({more}) k\n'
+
+
+@SETTINGS
+@given(gbnf=_reentered_loops(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16), split=st.booleans())
+def test_rules_reentered_at_their_start_are_exact(monkeypatch: pytest.MonkeyPatch, gbnf: str, vocab: Vocabulary,
+                                                  seed: int, split: bool) -> None:
+    """Frames of a rule's start state stand on its loop state where the two behave alike (so a
+    re-entered string comes back to its run state): masks against brute force, swept whole or
+    through loop splits however narrow."""
+    with monkeypatch.context() as patch:
+        if split:
+            patch.setattr(mask_runner, "SPLIT_BITS", 0)
+            patch.setattr(mask_runner, "SPLIT_STEPS", 3)
+            patch.setattr(token_tries, "SPLIT_SHARE", 0)
+            patch.setattr(token_tries, "BIG_SUBTREE", 1)
+        token_tries._TRIES.clear()
+        token_tries._SPLITS.clear()
+        try:
+            _random_walk(structspec.compile(_parsed(gbnf), vocab), seed, 12)
+        finally:
+            token_tries._TRIES.clear()
+            token_tries._SPLITS.clear()
+
+
+def test_free_keys_of_several_stacks_take_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Llama-3's tokens in a key beside declared properties (several stacks, characters
+    outside ASCII re-entering the key rule at its start): the masks go through the split and
+    equal those swept without it (and brute force at one)."""
+    _, vocab = _tokenizer("llama3")
+    properties = {"alpha": {"type": "string"}, "beta": {"type": "integer"}, "gamma": {"type": "boolean"}}
+    schema = {"type": "object", "properties": properties, "additionalProperties": {"type": "string"}}
+    grammar = Grammar.from_json_schema(schema)
+    split = structspec.compile(grammar, vocab)
+    monkeypatch.setattr(mask_runner, "SPLIT_BITS", 129)  # no step is that wide: never split
+    whole = mask_runner.StackRunner(split.rules, vocab, token_tries.token_trie(vocab), split.n_words)
+    native = split._runner._native
+    for typed in ('{"alpha":"x","Zq', '{"alpha":"x","Zq\u00e9', '{"beta":1,"q\u00e9\\n'):
+        state = grammar.initial_state().advance(typed.encode())
+        assert len(state.heads) > 1
+        before = native.split_sweeps
+        words = split._runner.mask(state)
+        assert np.array_equal(words, whole.mask(state)), typed
+        assert native.split_sweeps == before + 1, typed
+    allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: vocab.size])
+    assert allowed.tolist() == [t for t, data in enumerate(vocab.token_bytes)
+                                if data and state.advance(data) is not None]
+
+
 # -- masks from the top frames of the stacks ------------------------------------------------------
 
 
