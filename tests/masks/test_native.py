@@ -379,6 +379,68 @@ def test_free_keys_of_several_stacks_take_the_split(monkeypatch: pytest.MonkeyPa
                                 if data and state.advance(data) is not None]
 
 
+@st.composite
+def _key_grammars(draw: st.DrawFn) -> str:
+    """Keys as JSON objects compile them: a free key whose first byte leaves out the declared
+    names' (``k``), beside those names as literals, from one or several places."""
+    names = draw(st.lists(st.sampled_from(["ab", "b", "ba", "cab", "a\u00e9"]), min_size=1, max_size=3, unique=True))
+    loop = draw(st.sampled_from(["[a-c]", "[a-c\u00e9]", "[^\"\\\\]"]))
+    first = draw(st.sampled_from(["[c]", "[b-c]", "[^ab\"\\\\]"]))
+    literals = " | ".join(f'"{name}\\":" "1"' for name in names)
+    places = draw(st.integers(1, 3))
+    members = " | ".join(['k "\\":" "0"', literals] + [f'k "\\":" "{i}"' for i in range(2, places + 1)])
+    return (f'root ::= "\\"" ({members}) ("," root)?\nk ::= {first} {loop}* more?\n'
+            f'more ::= ("\\\\" [nt] | "\u00e9") {loop}* more?\n')
+
+
+KEY_CHARS = ('"', ":", ",", "0", "1", "2", "a", "b", "c", "\\", "n", "\u00e9")
+
+
+@st.composite
+def _key_vocabularies(draw: st.DrawFn) -> Vocabulary:
+    """Every byte of the key grammars' characters, and random runs of them (some cut inside
+    a character), with an end-of-sequence token."""
+    pieces = sorted({bytes([b]) for c in KEY_CHARS for b in c.encode()})
+    for _ in range(draw(st.integers(8, 40))):
+        text = "".join(draw(st.lists(st.sampled_from(KEY_CHARS), min_size=1, max_size=5))).encode()
+        start = draw(st.integers(0, len(text) - 1))
+        pieces.append(text[start : start + draw(st.integers(1, 6))])
+    tokens: list[bytes | None] = [*dict.fromkeys(pieces), None]
+    return Vocabulary.from_token_bytes(tokens, [len(tokens) - 1])
+
+
+@SETTINGS
+@given(gbnf=_key_grammars(), vocab=_key_vocabularies(), seed=st.integers(0, 2**16))
+def test_key_starts_through_the_split_one_byte_in_are_exact(split_everywhere: None, gbnf: str, vocab: Vocabulary,
+                                                            seed: int) -> None:
+    """A state whose step leads into a loop with a split (a key's start): the tokens of that
+    step's first bytes read through the split, the others walked; masks against brute force."""
+    _random_walk(structspec.compile(_parsed(gbnf), vocab), seed, 10)
+
+
+def test_key_starts_read_the_split_one_byte_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Llama-3's tokens at the start of a key beside declared properties: the first bytes
+    outside the declared names' go through the free key's split, the masks equal those swept
+    without splits (and brute force at one)."""
+    _, vocab = _tokenizer("llama3")
+    properties = {"alpha": {"type": "string"}, "beta": {"type": "integer"}, "gamma": {"type": "boolean"}}
+    schema = {"type": "object", "properties": properties, "additionalProperties": {"type": "string"}}
+    grammar = Grammar.from_json_schema(schema)
+    split = structspec.compile(grammar, vocab)
+    monkeypatch.setattr(mask_runner, "SPLIT_BITS", 129)  # no step is that wide: never split
+    whole = mask_runner.StackRunner(split.rules, vocab, token_tries.token_trie(vocab), split.n_words)
+    native = split._runner._native
+    for typed in ('{"', '{"alpha":"x","', '{"beta":1,"g":"t","'):
+        state = grammar.initial_state().advance(typed.encode())
+        before = native.key_sweeps
+        words = split._runner.mask(state)
+        assert np.array_equal(words, whole.mask(state)), typed
+        assert native.key_sweeps == before + 1, typed
+    allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: vocab.size])
+    assert allowed.tolist() == [t for t, data in enumerate(vocab.token_bytes)
+                                if data and state.advance(data) is not None]
+
+
 # -- masks from the top frames of the stacks ------------------------------------------------------
 
 
