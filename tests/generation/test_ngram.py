@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ from structspec.generation.drafters import (
     agreed_continuation,
     longest_repeated_suffix,
     value_length,
+    word_cut,
 )
 from structspec.generation.stats import Stats
 
@@ -227,13 +229,13 @@ def test_a_span_looked_up_again_is_tokenized_once_per_sequence(monkeypatch) -> N
     vocab = Vocabulary.from_token_bytes([*pieces, b" Hall", b" park", None], eos_ids=[258])
     compiled = compile_grammar(Grammar.from_gbnf(EVENT_GRAMMAR), vocab)
     encoded: list[bytes] = []
-    encode = drafters._encode_prefix
+    encode = drafters._encode
 
     def counted(vocabulary: Vocabulary, span: bytes) -> list[int]:
         encoded.append(span)
         return encode(vocabulary, span)
 
-    monkeypatch.setattr(drafters, "_encode_prefix", counted)
+    monkeypatch.setattr(drafters, "_encode", counted)
     prefix = b'{"title":"Town'
     context = [*b"Spring Fair on 2024-05-12 at the Town Hall park. Entry is free, and so is the parking.", *prefix]
     drafter = NgramDrafter(32, 3)
@@ -248,3 +250,46 @@ def test_a_span_looked_up_again_is_tokenized_once_per_sequence(monkeypatch) -> N
     matcher.accept_tokens(list(prefix))
     assert NgramDrafter(32, 3).propose(context, matcher, 4, Stats()).tokens == runs[0]
     assert len(encoded) == 2 * len(set(encoded))
+
+
+@given(st.binary(max_size=40).map(lambda b: b.replace(b"\x00", b" ")), st.integers(0, 45))
+def test_word_cut_is_the_first_space_after_a_word(span: bytes, start: int) -> None:
+    cuts = [at for at in range(max(start, 1), len(span)) if span[at] == 32 and not span[at - 1 : at].isspace()]
+    assert word_cut(span, start) == (cuts[0] if cuts else -1)
+
+
+@functools.cache
+def span_vocabularies() -> list[Vocabulary]:
+    """The bundled models' tokenizer's vocabulary, GPT-2's and Llama 3's (shared assets)."""
+    from tiny_models import tokenizer
+
+    from structspec.models import load
+
+    shared = [Vocabulary.from_tokenizer(tokenizer(name)) for name in ("gpt2", "llama3")]
+    return [Vocabulary.from_tokenizer(load("demo")[1]), *shared]
+
+
+SPAN_TEXT = st.text(alphabet="abcdefghij KLMN 0123456789 .,-@'\"\u00e9\t\U0001f600  ", max_size=64)
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=st.lists(SPAN_TEXT, min_size=1, max_size=4), limits=st.lists(st.integers(0, 9), min_size=1, max_size=4))
+def test_a_span_tokenized_up_to_a_word_cut_gives_the_whole_span_tokens(texts: list[str], limits: list[int]) -> None:
+    """Differential: the tokens a draft takes from a span (``limit`` of them) are those of the
+    whole span less its last token, whether the span was tokenized only up to a word's end or
+    whole, asked again with a larger limit or not, for the bundled models' tokenizer, GPT-2's and
+    Llama 3's; a span tokenized up to a cut gives the first tokens of the whole span's."""
+    from structspec.generation import drafters
+
+    for vocabulary in span_vocabularies():
+        matcher = compile_grammar(Grammar.from_gbnf(r'root ::= [^\n]*'), vocabulary).matcher()
+        drafter = NgramDrafter(32, 3)
+        for text in texts:
+            span = text.encode()
+            whole = drafters._encode(vocabulary, span)
+            whole = whole[:-1] if len(whole) > 1 else whole
+            for limit in limits:
+                tokens = drafter._tokens(span, 0, matcher, limit)
+                assert tokens[:limit] == whole[:limit]
+                assert tokens == whole[: len(tokens)]  # a cut's tokens are the whole span's first ones
+
