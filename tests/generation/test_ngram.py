@@ -13,6 +13,7 @@ from structspec import compile as compile_grammar
 from structspec.generation.cache import common_prefix
 from structspec.generation.drafters import (
     MAX_SCANNED,
+    ForcedDrafter,
     NgramDrafter,
     agreed_continuation,
     longest_repeated_suffix,
@@ -293,3 +294,33 @@ def test_a_span_tokenized_up_to_a_word_cut_gives_the_whole_span_tokens(texts: li
                 assert tokens[:limit] == whole[:limit]
                 assert tokens == whole[: len(tokens)]  # a cut's tokens are the whole span's first ones
 
+
+
+@settings(max_examples=150, deadline=None)
+@given(prefix=st.sampled_from([b'{"title":"', b'{"title":"T', b'{"title":"Town', b'{"title":"L', b'{"title":"x',
+                               b'{"title":"Spring Fair on 2024-05-12",', b'{"title":"a","date":"2024-']),
+       text=st.sampled_from([EVENT, b"Name: Lily Stone\nCity: Leeds\n", b"Tea: green\nTime: now\nTown: Leeds\n"]),
+       rooms=st.lists(st.integers(1, 9), min_size=2, max_size=2))
+def test_a_free_source_that_proposes_nothing_proposes_nothing_with_any_room(
+    prefix: bytes, text: bytes, rooms: list[int]
+) -> None:
+    """What lets the chain skip a free source that proposed nothing until the main line grows:
+    on the same text and grammar state, a proposal with no token and no branch stays empty
+    whatever the room (and the same drafter, asked again, gives what a fresh one gives)."""
+    pieces = [bytes([b]) for b in range(256)]
+    vocab = Vocabulary.from_token_bytes([*pieces, b" Hall", b" park", b'","', b"date", b'":"', None], eos_ids=[261])
+    compiled = compile_grammar(Grammar.from_gbnf(EVENT_GRAMMAR), vocab)
+    matcher = compiled.matcher()
+    if matcher.accept_tokens(list(prefix)) < len(prefix):
+        return
+    context = [*text, *prefix]
+    drafter = NgramDrafter(32, 3)
+    first = drafter.propose(context, matcher.copy(), rooms[0], Stats())
+    again = drafter.propose(context, matcher.copy(), rooms[1], Stats())
+    fresh = NgramDrafter(32, 3).propose(context, matcher.copy(), rooms[1], Stats())
+    assert (again.tokens, again.branches) == (fresh.tokens, fresh.branches)
+    if not first.tokens and not first.branches:
+        assert not again.tokens and not again.branches
+    forced = ForcedDrafter()
+    if not forced.propose(context, matcher.copy(), rooms[0], Stats()).tokens:
+        assert not forced.propose(context, matcher.copy(), rooms[1], Stats()).tokens
