@@ -11,6 +11,13 @@ deterministic state, none per byte). States are numbered in discovery order, byt
 increasing order before symbols. Moves are kept per *atom*, the byte ranges between the ends
 of the NFA's ranges (every deterministic state moves all bytes of an atom alike); atoms that
 move every state alike share a local class, classes numbered by their lowest byte.
+
+The GIL: the loops over typed arrays alone run without it (the edge ordering, the class
+refinement and the class table, the distinct relative rows). The expression walks (NFA
+construction, :func:`rule_key`) read Python trees, and the subset construction numbers each
+new subset through a Python dict keyed by its bytes, between the C scans of one subset's
+moves, so they hold it: releasing it per subset would cost about what the scans cost for the
+small rules that schema grammars are made of.
 """
 
 from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
@@ -175,16 +182,18 @@ cdef _order(int32_t n, Column* src):
     off = np.zeros(n + 1, dtype=np.int32)
     cdef int32_t[::1] offsets = off
     cdef Py_ssize_t i
-    for i in range(src.size):
-        offsets[src.data[i] + 1] += 1
-    for i in range(n):
-        offsets[i + 1] += offsets[i]
+    with nogil:
+        for i in range(src.size):
+            offsets[src.data[i] + 1] += 1
+        for i in range(n):
+            offsets[i + 1] += offsets[i]
     cdef int32_t[::1] place = off[:n].copy()
     where = np.empty(src.size, dtype=np.int32)
     cdef int32_t[::1] at = where
-    for i in range(src.size):
-        at[i] = place[src.data[i]]
-        place[src.data[i]] += 1
+    with nogil:
+        for i in range(src.size):
+            at[i] = place[src.data[i]]
+            place[src.data[i]] += 1
     return off, where
 
 
@@ -193,8 +202,9 @@ cdef _placed(Column* column, int32_t[::1] where):
     result = np.empty(column.size, dtype=np.int32)
     cdef int32_t[::1] out = result
     cdef Py_ssize_t i
-    for i in range(column.size):
-        out[where[i]] = column.data[i]
+    with nogil:
+        for i in range(column.size):
+            out[where[i]] = column.data[i]
     return result
 
 
@@ -473,51 +483,53 @@ cdef tuple _classes(int32_t[:, ::1] row, int32_t n, int32_t* atom_of):
     cdef int32_t link[256]  # per new class: the next new class from the same old class
     cdef int32_t target[256]  # per new class: the move of this state
     cdef int32_t classes = 1, made, q, b, c, k, atoms = atom_of[256]
-    for b in range(atoms):
-        cls[b] = 0
-    for q in range(n):
-        if classes == atoms:
-            break
-        for c in range(classes):
-            head[c] = -1
-        made = 0
+    with nogil:
         for b in range(atoms):
-            c = cls[b]
-            k = head[c]
-            while k >= 0 and target[k] != row[q, b]:
-                k = link[k]
-            if k < 0:
-                k = made
-                made += 1
-                target[k] = row[q, b]
-                link[k] = head[c]
-                head[c] = k
-            fresh[b] = k
-        # Renumber by lowest byte.
-        for c in range(made):
-            head[c] = -1
-        classes = 0
-        for b in range(atoms):
-            k = fresh[b]
-            if head[k] < 0:
-                head[k] = classes
-                classes += 1
-            cls[b] = head[k]
+            cls[b] = 0
+        for q in range(n):
+            if classes == atoms:
+                break
+            for c in range(classes):
+                head[c] = -1
+            made = 0
+            for b in range(atoms):
+                c = cls[b]
+                k = head[c]
+                while k >= 0 and target[k] != row[q, b]:
+                    k = link[k]
+                if k < 0:
+                    k = made
+                    made += 1
+                    target[k] = row[q, b]
+                    link[k] = head[c]
+                    head[c] = k
+                fresh[b] = k
+            # Renumber by lowest byte.
+            for c in range(made):
+                head[c] = -1
+            classes = 0
+            for b in range(atoms):
+                k = fresh[b]
+                if head[k] < 0:
+                    head[k] = classes
+                    classes += 1
+                cls[b] = head[k]
     byte_class = np.empty(256, dtype=np.uint8)
     table = np.empty((n, classes), dtype=np.int32)
     cdef uint8_t[::1] out_class = byte_class
     cdef int32_t[:, ::1] out = table
     cdef int32_t lowest[256]
-    for c in range(classes):
-        lowest[c] = -1
-    for b in range(atoms):
-        if lowest[cls[b]] < 0:
-            lowest[cls[b]] = b
-    for b in range(256):
-        out_class[b] = cls[atom_of[b]]
-    for q in range(n):
+    with nogil:
         for c in range(classes):
-            out[q, c] = row[q, lowest[c]]
+            lowest[c] = -1
+        for b in range(atoms):
+            if lowest[cls[b]] < 0:
+                lowest[cls[b]] = b
+        for b in range(256):
+            out_class[b] = cls[atom_of[b]]
+        for q in range(n):
+            for c in range(classes):
+                out[q, c] = row[q, lowest[c]]
     return byte_class, table
 
 
