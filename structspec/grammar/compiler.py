@@ -243,20 +243,21 @@ def _estimate(node: Expr, inline: set[str], estimates: Mapping[str, int]) -> int
     """NFA states ``node`` takes, the rules of ``inline`` (with their ``estimates``) built in
     place. (A module function rather than a closure: recursive closures form reference cycles,
     which would keep the rule table alive until the next collection.)"""
-    if isinstance(node, Lit):
-        return len(node.text.encode("utf-8")) + 1
-    if isinstance(node, (CharClass, Chars)):
-        ranges = node.code_points() if isinstance(node, CharClass) else node.charset.ranges
-        return sum(len(seq) for seq in utf8_sequences(ranges)) + 1
-    if isinstance(node, Ref):
-        return estimates[node.name] if node.name in inline else 1
-    if isinstance(node, TokenRef):
-        return 1
-    if isinstance(node, (Seq, Alt)):
+    kind = type(node)  # compared by identity (no node type is subclassed): this runs per node of every rule
+    if kind is Seq or kind is Alt:
         total = 2
-        for child in node.items:  # a loop, not sum() over a generator: it runs per node of every rule
+        for child in node.items:  # type: ignore[attr-defined]  # a loop, not sum() over a generator
             total += _estimate(child, inline, estimates)
         return total
+    if kind is Ref:
+        return estimates[node.name] if node.name in inline else 1  # type: ignore[attr-defined]
+    if kind is Lit:
+        return len(node.text.encode("utf-8")) + 1  # type: ignore[attr-defined]
+    if kind is CharClass or kind is Chars:
+        ranges = node.code_points() if kind is CharClass else node.charset.ranges  # type: ignore[attr-defined]
+        return sum(len(seq) for seq in utf8_sequences(ranges)) + 1
+    if kind is TokenRef:
+        return 1
     assert isinstance(node, Rep)
     copies = max(node.low, 1) if node.high is None else max(node.high, 1)
     return _estimate(node.item, inline, estimates) * copies + 2

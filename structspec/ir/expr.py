@@ -167,8 +167,7 @@ class Rule:
     def _parts(self) -> tuple[tuple[Ref, ...], tuple[Rep, ...], int]:
         # One walk, kept: the analyses and the compiler each read the references.
         nodes = walk(self.body)
-        return (tuple(n for n in nodes if isinstance(n, Ref)), tuple(n for n in nodes if isinstance(n, Rep)),
-                len(nodes))
+        return (tuple(n for n in nodes if type(n) is Ref), tuple(n for n in nodes if type(n) is Rep), len(nodes))
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:
@@ -188,10 +187,11 @@ def walk(expr: Expr) -> list[Expr]:
     while stack:
         current = stack.pop()
         out.append(current)
-        if isinstance(current, (Seq, Alt)):
-            stack += current.items[::-1]
-        elif isinstance(current, Rep):
-            stack.append(current.item)
+        kind = type(current)
+        if kind is Seq or kind is Alt:
+            stack += current.items[::-1]  # type: ignore[attr-defined]
+        elif kind is Rep:
+            stack.append(current.item)  # type: ignore[attr-defined]
     return out
 
 
@@ -360,21 +360,23 @@ def _rebuild(expr: MaybeExpr, leaf: Callable[[Expr], MaybeExpr]) -> MaybeExpr:
 def derives(expr: Expr, rules: set[str], leaf: Callable[[Expr], bool]) -> bool:
     """Whether ``expr`` derives a string of some kind, given the ``rules`` that do and what
     ``leaf`` says of every node that is not a reference or a combination of others."""
-    if isinstance(expr, Ref):
-        return expr.name in rules
-    # Loops, not all()/any() over a generator: a third of the cost (the fixpoints call it per node).
-    if isinstance(expr, Seq):
-        for item in expr.items:  # noqa: SIM110
+    # Loops, not all()/any() over a generator, and node types compared by identity (no node
+    # type is subclassed): the fixpoints call this per node.
+    kind = type(expr)
+    if kind is Ref:
+        return expr.name in rules  # type: ignore[attr-defined]
+    if kind is Seq:
+        for item in expr.items:  # type: ignore[attr-defined]  # noqa: SIM110
             if not derives(item, rules, leaf):
                 return False
         return True
-    if isinstance(expr, Alt):
-        for item in expr.items:  # noqa: SIM110
+    if kind is Alt:
+        for item in expr.items:  # type: ignore[attr-defined]  # noqa: SIM110
             if derives(item, rules, leaf):
                 return True
         return False
-    if isinstance(expr, Rep):
-        return expr.low == 0 or derives(expr.item, rules, leaf)
+    if kind is Rep:
+        return expr.low == 0 or derives(expr.item, rules, leaf)  # type: ignore[attr-defined]
     return leaf(expr)
 
 
