@@ -20,7 +20,7 @@ import numpy as np
 from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.grammar.ruleset import RuleSet, shared_move_rows
 from structspec.grammar.utf8 import utf8_sequences
-from structspec.ir._byte_automata import AutomatonLimit, rule_automaton, rule_key
+from structspec.ir._byte_automata import AutomatonLimit, place_rule_tables, rule_automaton, rule_key
 from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef
 from structspec.lru import BoundedCache
@@ -426,18 +426,15 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
             lowest.append(byte)
         classes.append(number)
     byte_class = np.array(classes, dtype=np.int32)
-    columns = local[:, lowest]
+    columns = np.ascontiguousarray(local[:, lowest], dtype=np.int32)
     class_table = np.empty((total, columns.shape[1]), dtype=np.int32)  # filled in place: rules can be big
+    place_rule_tables([layout.table for layout in layouts], columns, offsets, class_table)
     for r, layout in enumerate(layouts):
-        rows = class_table[offsets[r] : offsets[r] + sizes[r]]
         if layout.moves is not None:  # given: each byte it moves on is a global class of its own
+            rows = class_table[offsets[r] : offsets[r] + sizes[r]]
             src, byte, dst = layout.moves
             rows.fill(-1)
             rows[src, byte_class[byte]] = dst + offsets[r]
-            continue
-        rows[:] = layout.table[:, columns[r]]
-        if offsets[r]:
-            rows[rows >= 0] += offsets[r]
     move_rows, move_row = shared_move_rows(class_table)
     refs, token_edges = _symbol_edges(layouts, offsets, index, token_index, total)
     has_refs = np.fromiter(map(bool, refs), dtype=bool, count=total)

@@ -13,14 +13,15 @@ of the NFA's ranges (every deterministic state moves all bytes of an atom alike)
 move every state alike share a local class, classes numbered by their lowest byte.
 
 The GIL: the loops over typed arrays alone run without it (the edge ordering, the class
-refinement and the class table, the distinct relative rows). The expression walks (NFA
+refinement and the class table, the distinct relative rows, placing the rules' tables in the
+grammar's). The expression walks (NFA
 construction, :func:`rule_key`) read Python trees, and the subset construction numbers each
 new subset through a Python dict keyed by its bytes, between the C scans of one subset's
 moves, so they hold it: releasing it per subset would cost about what the scans cost for the
 small rules that schema grammars are made of.
 """
 
-from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, qsort, realloc
 
 import numpy as np
@@ -572,3 +573,47 @@ def distinct_relative_rows(const int32_t[:, ::1] table):
                 count += 1
             group[q] = slots[slot]
     return first_array[:count], group_array
+
+
+ctypedef fused _local_target:
+    int8_t
+    int16_t
+    int32_t
+
+
+cdef void _place(const _local_target[:, ::1] table, const int32_t[::1] columns, int32_t[:, ::1] out,
+                 int32_t offset) noexcept nogil:
+    cdef Py_ssize_t q, k
+    cdef int32_t target
+    for q in range(table.shape[0]):
+        for k in range(columns.shape[0]):
+            target = table[q, columns[k]]
+            out[offset + q, k] = target + offset if target >= 0 else -1
+
+
+def place_rule_tables(list tables, const int32_t[:, ::1] columns, const int32_t[::1] offsets, int32_t[:, ::1] out):
+    """Write each rule's move table (local targets by local class, -1 for none; int8, int16 or
+    int32) into ``out``, the grammar's table: row ``offsets[r] + q`` is state ``q`` of rule ``r``,
+    column ``k`` its local class ``columns[r, k]``, targets made global. ``None`` tables are
+    skipped (rules given as automata, written by the caller)."""
+    cdef Py_ssize_t r
+    cdef const int8_t[:, ::1] narrow
+    cdef const int16_t[:, ::1] middle
+    cdef const int32_t[:, ::1] wide
+    for r in range(len(tables)):
+        table = tables[r]
+        if table is None:
+            continue
+        table = np.ascontiguousarray(table)
+        if table.dtype == np.int8:
+            narrow = table
+            with nogil:
+                _place(narrow, columns[r], out, offsets[r])
+        elif table.dtype == np.int16:
+            middle = table
+            with nogil:
+                _place(middle, columns[r], out, offsets[r])
+        else:
+            wide = table
+            with nogil:
+                _place(wide, columns[r], out, offsets[r])
