@@ -62,6 +62,10 @@ class CharSet:
     @staticmethod
     def chars(text: str) -> CharSet:
         """The set of the characters of ``text``."""
+        if len(text) == 1:  # the common call: one character, already a normalized range unless a surrogate
+            code = ord(text)
+            if not SURROGATES[0] <= code <= SURROGATES[1]:
+                return CharSet(((code, code),))
         return CharSet.of((ord(c), ord(c)) for c in text)
 
     @staticmethod
