@@ -13,7 +13,7 @@ once into plain predicates over the few keywords it uses (:func:`_fast_check`; d
 and 2020-12 merged). A schema they accept is valid; any other goes through ``jsonschema``, which
 finds the error and its place. A metaschema needing any other keyword is not compiled. (The
 compiled keywords follow ``jsonschema``'s own functions for them, private names of that
-package: a release that renames them leaves every draft to the slow way, still exact.)
+package: a release that moves or renames them leaves every draft to the slow way, still exact.)
 """
 
 from __future__ import annotations
@@ -24,8 +24,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jsonschema
-from jsonschema import _keywords, _legacy_keywords
 from jsonschema.exceptions import ValidationError, best_match
+
+try:
+    from jsonschema import _keywords, _legacy_keywords
+except ImportError:  # a release without these private modules: every draft is checked the slow way
+    _keywords = _legacy_keywords = None
 
 _DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/"
 _RESOURCE_KEYWORDS = ("$schema", "$id", "$vocabulary", "$dynamicAnchor", "$defs", "title", "$comment")
@@ -36,8 +40,10 @@ def metaschema_error(cls: type, schema: Any) -> ValidationError | None:
     class) by ``schema``, or None.
 
     Repeated entries (``uniqueItems`` of the metaschema, e.g. an ``enum`` listing a value twice)
-    are harmless and not checked at all: ``jsonschema`` compares every pair of items that do not
-    sort (an ``enum`` mixing numbers and strings), which takes seconds for a few thousand.
+    are harmless and not checked at the schema's top level: ``jsonschema`` compares every pair of
+    items that do not sort (an ``enum`` mixing numbers and strings), which takes seconds for a
+    few thousand. Below a ``$ref: "#"`` of the metaschema (every subschema of the schema)
+    ``jsonschema`` goes on with the dialect's own validator class, which does check them.
     """
     valid = _fast_check(cls)
     if valid is not None and valid(schema):
@@ -132,9 +138,11 @@ def _fast_check(cls: type) -> _Check | None:
     """``schema -> bool``, True exactly when ``cls``'s metaschema (as :func:`_meta_validator`
     checks it) accepts ``schema``; None when the metaschema needs a keyword, or a form of one,
     that is not compiled (draft 2019-09's recursive references, draft 3)."""
+    if _keywords is None:
+        return None
     try:
         return _Compiler(cls, _meta_validator(cls)).node(_meta_validator(cls).schema, plain=False, top=True)
-    except _Unsupported:
+    except (_Unsupported, AttributeError):  # AttributeError: a keyword function jsonschema renamed
         return None
 
 
