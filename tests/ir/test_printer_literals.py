@@ -6,7 +6,6 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structspec.ir.charset import CharSet
 from structspec.ir.expr import Lit
 from structspec.ir.printer import _escape, format_expr
 
@@ -18,9 +17,3 @@ _PIECES = st.sampled_from(['"', "\\", "a", " ", "~", "\x7f", "\n", "\x01", "é",
 def test_literal_spelling(text: str, ascii_only: bool) -> None:
     expected = '"' + "".join(_escape(c, '"', ascii_only) for c in text) + '"'
     assert format_expr(Lit(text), ascii_only=ascii_only) == expected
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.one_of(st.characters(), st.sampled_from(["\ud800", "\udfff", "\U0010ffff"])))
-def test_one_character_set(c: str) -> None:
-    assert CharSet.chars(c) == CharSet.of([(ord(c), ord(c))])
