@@ -5,24 +5,26 @@ expression, then the subset construction.
 The NFA is built from the expression tree with an explicit work list (no recursion, however
 deep the expression or the chain of inlined rules), into flat growable arrays: epsilon edges,
 byte-range edges (UTF-8 byte-range sequences for characters) and symbol edges (a called rule's
-name, or a :class:`~structspec.ir.expr.TokenRef`). Each subset is closed and numbered with C
-arrays; a Python dict keyed by the subset's bytes numbers the subsets (one object per
-deterministic state, none per byte). States are numbered in discovery order, bytes in
-increasing order before symbols. Moves are kept per *atom*, the byte ranges between the ends
-of the NFA's ranges (every deterministic state moves all bytes of an atom alike); atoms that
-move every state alike share a local class, classes numbered by their lowest byte.
+name, or a :class:`~structspec.ir.expr.TokenRef`). Each subset is closed with C arrays and
+numbered through an open-addressed table of the subsets' hashes (no Python object per subset
+or per byte). States are numbered in discovery order, bytes in increasing order before
+symbols. Moves are kept per *atom*, the byte ranges between the ends of the NFA's ranges (every
+deterministic state moves all bytes of an atom alike); atoms that move every state alike share
+a local class, classes numbered by their lowest byte.
 
 The GIL: the loops over typed arrays alone run without it (the edge ordering, the class
 refinement and the class table, the distinct relative rows, placing the rules' tables in the
-grammar's). The expression walks (NFA
-construction, :func:`rule_key`) read Python trees, and the subset construction numbers each
-new subset through a Python dict keyed by its bytes, between the C scans of one subset's
-moves, so they hold it: releasing it per subset would cost about what the scans cost for the
-small rules that schema grammars are made of.
+grammar's). The expression walks (NFA construction, :func:`rule_key`) read Python trees and
+hold it. So does the subset construction: its symbol moves (calls and token references) are
+grouped in Python dicts per state, and its arrays grow as numpy arrays; moving those to C
+arrays would let it run without the GIL. For the small rules schema grammars are made of
+(a median of 51 states, ~0.1 ms), releasing it per subset would cost about what the scans of
+one subset cost.
 """
 
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, qsort, realloc
+from libc.string cimport memcmp
 
 import numpy as np
 
@@ -295,7 +297,8 @@ cdef class _Subsets:
     cdef int32_t[::1] eps_off, eps_dst, stamp
     cdef int32_t[::1] members, member_off, buf
     cdef int32_t n_states, n_members, tick
-    cdef dict ids
+    cdef int32_t[::1] slots  # open-addressed table of the states by their sets' hash (-1: free)
+    cdef uint64_t[::1] hashes  # each state's hash, for probing and growing the table
     cdef int32_t limit, end
     cdef list accept
 
@@ -309,7 +312,8 @@ cdef class _Subsets:
         self.n_states = 0
         self.n_members = 0
         self.tick = 0
-        self.ids = {}
+        self.slots = np.full(128, -1, dtype=np.int32)
+        self.hashes = np.empty(64, dtype=np.uint64)
         self.limit = limit
         self.end = end
         self.accept = []
@@ -338,18 +342,31 @@ cdef class _Subsets:
                     buf[size] = t
                     size += 1
         qsort(&buf[0], size, sizeof(int32_t), _compare)
-        key = (<char*> &buf[0])[: size * sizeof(int32_t)]
-        found = self.ids.get(key)
-        if found is not None:
-            return found
+        cdef uint64_t h = 14695981039346656037ULL
+        for i in range(size):
+            h = (h ^ <uint32_t>buf[i]) * 1099511628211ULL
+        h ^= h >> 29
+        cdef Py_ssize_t mask = self.slots.shape[0] - 1
+        cdef Py_ssize_t slot = <Py_ssize_t>(h & <uint64_t>mask)
+        cdef int32_t other
+        while self.slots[slot] >= 0:
+            other = self.slots[slot]
+            if (self.hashes[other] == h and self.member_off[other + 1] - self.member_off[other] == size
+                    and memcmp(&self.members[self.member_off[other]], &buf[0], size * sizeof(int32_t)) == 0):
+                return other
+            slot = (slot + 1) & mask
         if self.n_states >= self.limit:
             return -1
         number = self.n_states
-        self.ids[key] = number
         if self.n_members + size > self.members.shape[0]:
             self.members = np.concatenate((self.members, np.empty(max(size, self.members.shape[0]), dtype=np.int32)))
         if self.n_states + 2 > self.member_off.shape[0]:
             self.member_off = np.concatenate((self.member_off, np.zeros(self.member_off.shape[0], dtype=np.int32)))
+            self.hashes = np.concatenate((self.hashes, np.empty(self.hashes.shape[0], dtype=np.uint64)))
+        self.hashes[number] = h
+        self.slots[slot] = number
+        if 2 * (number + 1) > self.slots.shape[0]:  # at most half full
+            self._grow()
         members = self.members
         for i in range(size):
             members[self.n_members + i] = buf[i]
@@ -358,6 +375,19 @@ cdef class _Subsets:
         self.member_off[self.n_states] = self.n_members
         self.accept.append(stamp[self.end] == self.tick)
         return number
+
+
+    cdef int _grow(self) except -1:
+        """Twice the table, every state placed again by its hash."""
+        self.slots = np.full(2 * self.slots.shape[0], -1, dtype=np.int32)
+        cdef Py_ssize_t mask = self.slots.shape[0] - 1, slot
+        cdef int32_t q
+        for q in range(self.n_states + 1):
+            slot = <Py_ssize_t>(self.hashes[q] & <uint64_t>mask)
+            while self.slots[slot] >= 0:
+                slot = (slot + 1) & mask
+            self.slots[slot] = q
+        return 0
 
 
 cdef object _determinize(int n, int32_t[::1] eps_off, int32_t[::1] eps_dst, int32_t[::1] edge_off,
