@@ -9,11 +9,13 @@ re-measured by :meth:`BoundedCache.reweigh`.
 
 Recency is kept in steps, so that a hit costs one dict read: every insert and every refresh
 takes the next tick of a counter, and a hit refreshes its entry (moves it to the most recent
-end, under the lock) only when more than half of the entries held were inserted or refreshed
-since its own tick -- that is, only once it may have left the newer half of the order. An
-entry just hit therefore always sits in the newer half (counting the middle entry), and eviction takes entries from the
-older end in the order of their last refresh; what it gives up against an exact LRU is the
-order among the entries of the newer half.
+end, under the lock) only when more than half of the cache's capacity -- the entries it can
+hold: ``max_entries``, or as many as ``max_bytes`` holds at the entries' mean size, whichever is
+fewer -- was inserted or refreshed since its own tick. An entry just hit therefore always sits
+among the newest half-capacity entries of the order, which is the newer half once the cache is
+full (counting the middle entry), and eviction -- which happens only then -- takes entries from
+the older end in the order of their last refresh; what it gives up against an exact LRU is the
+order among those newest entries. A cache far from full is read without refreshes at all.
 
 It imports nothing from the project, so every package may use it.
 """
@@ -68,6 +70,7 @@ class BoundedCache(Generic[K, V]):
         self._weigh = weigh
         self._items: OrderedDict[K, list] = OrderedDict()  # key -> [value, size, tick of its last refresh]
         self._tick = 0  # taken by every insert and refresh
+        self._stale = 0  # ticks after which a hit refreshes its entry: half the capacity (see _measure)
         self._lock = threading.Lock()
         self.nbytes = 0
         """Estimated bytes of the entries held."""
@@ -88,7 +91,7 @@ class BoundedCache(Generic[K, V]):
             self.misses += 1
             return default
         self.hits += 1
-        if self._tick - found[2] > len(self._items) >> 1:
+        if self._tick - found[2] > self._stale:
             with self._lock:
                 self._refresh(key)
         return found[0]
@@ -116,6 +119,7 @@ class BoundedCache(Generic[K, V]):
             if found is None:
                 return None
             self.nbytes -= found[1]
+            self._measure()
             return found[0]
 
     def reweigh(self) -> None:
@@ -137,6 +141,7 @@ class BoundedCache(Generic[K, V]):
         with self._lock:
             self._items.clear()
             self.nbytes = 0
+            self._measure()
 
     def keys(self) -> list[K]:
         """The keys held, oldest refresh first (a snapshot; the order eviction takes)."""
@@ -169,3 +174,15 @@ class BoundedCache(Generic[K, V]):
         ):
             self.nbytes -= items.popitem(last=False)[1][1]
             self.evictions += 1
+        self._measure()
+
+    def _measure(self) -> None:
+        """Set the ticks after which a hit refreshes its entry to half the capacity: ``max_entries``,
+        or the entries ``max_bytes`` holds at their mean size if fewer, and never below the entries
+        held (called under the lock whenever the entries or their sizes change)."""
+        held = len(self._items)
+        capacity = held if self.max_entries is None else self.max_entries
+        if self.max_bytes is not None and self.nbytes > 0:
+            by_bytes = held * self.max_bytes // self.nbytes
+            capacity = by_bytes if self.max_entries is None else min(capacity, by_bytes)
+        self._stale = max(capacity, held) >> 1

@@ -22,9 +22,11 @@ operations = st.lists(
 @given(ops=operations, max_entries=st.none() | st.integers(1, 6), max_bytes=st.none() | st.integers(1, 120))
 def test_behaves_like_a_reference_lru(ops, max_entries, max_bytes) -> None:
     """Against a plain OrderedDict model of the stepped recency (a hit moves its entry to the
-    end only once more than half of the entries were inserted or moved since it was): same
-    contents in the same order, bytes summed right, both bounds hold whenever more than one
-    entry is left, and an entry just hit is in the newer half (the middle one counted)."""
+    end only once more than half of the capacity -- max_entries, or what max_bytes holds at the
+    mean size if fewer, never below the entries held -- was inserted or moved since it was):
+    same contents in the same order, bytes summed right, both bounds hold whenever more than one
+    entry is left, and an entry just hit is among the newest half-capacity entries (the newer
+    half, the middle one counted, once the cache is full)."""
     if max_entries is None and max_bytes is None:
         max_entries = 3
     sizes: dict[int, int] = {}  # what weigh says now, per value (values are their keys)
@@ -32,6 +34,14 @@ def test_behaves_like_a_reference_lru(ops, max_entries, max_bytes) -> None:
                                                  weigh=lambda _key, value: sizes[value])
     model: OrderedDict[int, list[int]] = OrderedDict()  # key -> [size recorded, tick of its last move]
     tick = 0
+
+    def stale() -> int:
+        held, total = len(model), sum(size for size, _ in model.values())
+        capacity = held if max_entries is None else max_entries
+        if max_bytes is not None and total > 0:
+            by_bytes = held * max_bytes // total
+            capacity = by_bytes if max_entries is None else min(capacity, by_bytes)
+        return max(capacity, held) // 2
 
     def move(key: int) -> None:
         nonlocal tick
@@ -48,9 +58,12 @@ def test_behaves_like_a_reference_lru(ops, max_entries, max_bytes) -> None:
         if op == "get":
             assert cache.get(key) == (key if key in model else MISSING)
             if key in model:
-                if tick - model[key][1] > len(model) // 2:
+                step = stale()
+                if tick - model[key][1] > step:
                     move(key)
-                assert key in cache.keys()[(len(model) - 1) // 2:]
+                assert key in cache.keys()[-(step + 1):]
+                if max_entries is not None and len(model) == max_entries:
+                    assert key in cache.keys()[(len(model) - 1) // 2:]
         elif op == "put":
             sizes.setdefault(key, size)
             assert cache.put(key, key) == key
@@ -73,6 +86,22 @@ def test_behaves_like_a_reference_lru(ops, max_entries, max_bytes) -> None:
         assert cache.values() == list(model)
         assert cache.nbytes == sum(size for size, _ in model.values())
         assert len(cache) == len(model)
+
+
+def test_hits_in_a_cache_far_from_full_move_nothing() -> None:
+    """Below half its capacity a cache evicts nothing soon, so hits keep the insertion order
+    (no lock, no move); once the inserts since an entry pass half the capacity, a hit moves it."""
+    cache: BoundedCache[int, int] = BoundedCache(max_entries=100)
+    for key in range(10):
+        cache.put(key, key)
+    for _ in range(3):
+        for key in reversed(range(10)):
+            assert cache.get(key) == key
+    assert cache.keys() == list(range(10))
+    for key in range(10, 60):
+        cache.put(key, key)
+    assert cache.get(0) == 0 and cache.keys()[-1] == 0  # 59 inserts since: past half of 100
+    assert cache.get(1) == 1 and cache.keys()[-1] == 1
 
 
 def test_put_keeps_the_first_value_stored_for_a_key() -> None:

@@ -83,6 +83,10 @@ class DraftChain:
     Branches a source proposes beside its tokens (see :class:`Draft`) are priced alike: one is
     kept when its chance of being reached and then taken -- as often as reached branches of
     its kind have been -- over the cost of its tokens beats the round's tokens per cost.
+
+    A free source that proposed nothing (no token, no branch) is not asked again until the main
+    line grows: its proposal depends only on the text and the grammar state, and one that is
+    empty with room for a token is empty with any room.
     """
 
     def __init__(
@@ -106,11 +110,14 @@ class DraftChain:
         main: list[int] = []  # the main line's tokens
         sequence = context  # the context and the main line (drafters only read it)
         round_ = _RoundValue()
+        idle: set[str] = set()  # free sources that proposed nothing since the main line last grew
         progress = True
         while progress and len(main) < limit and not matcher.is_finished():
             progress = False
             for drafter, acceptance in ranked:
                 name = drafter.name
+                if name in idle:  # asked again on the same text and state, it would propose nothing again
+                    continue
                 price = free_price if drafter.free else self._price(drafter)  # a model's changes as it drafts
                 upfront = self._upfront(drafter, sequence)
                 room = limit - len(main)
@@ -120,6 +127,10 @@ class DraftChain:
                     continue
                 proposal = drafter.propose(sequence, matcher, room, stats)
                 added = proposal.tokens
+                if added:
+                    idle.clear()
+                elif drafter.free and not proposal.branches:
+                    idle.add(name)
                 if name in quota:
                     quota[name] -= len(added)
                 start, reach = len(main), round_.survival

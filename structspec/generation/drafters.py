@@ -87,7 +87,8 @@ class NgramDrafter:
         self._ids: list[int] = []  # the context of the last call, kept across rounds
         self._ends: list[int] = []  # where each of its tokens' bytes end in its text
         self._data = b""  # its text
-        self._encoded: dict[bytes, list[int]] = {}  # spans tokenized for this sequence (see _tokens)
+        # spans tokenized for this sequence: (tokens, whether of the whole span) (see _tokens)
+        self._encoded: dict[bytes, tuple[list[int], bool]] = {}
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Proposal:
         vocabulary = matcher.compiled.vocabulary
@@ -98,7 +99,7 @@ class NgramDrafter:
             if not starts:  # the text holds no earlier occurrence: nothing to copy, no branch
                 return Proposal()
             span = agreed_continuation(data, starts, self.span_bytes)
-            run = self._tokens(span, written, matcher)[:limit] if span else []
+            run = self._tokens(span, written, matcher, limit)[:limit] if span else []
         with stats.timing("mask"):
             run = run[: matcher.accept_tokens(run)]
             if not run:  # the value as written may end where one of its occurrences ends a word
@@ -132,29 +133,42 @@ class NgramDrafter:
         alternatives = []
         for members in groups.values():
             text = agreed_continuation(data, members, self.span_bytes)[len(copied) :]
-            tokens = self._tokens(text, written + len(copied), matcher)[:limit]
+            tokens = self._tokens(text, written + len(copied), matcher, limit)[:limit]
             tokens = tokens[: matcher.copy().accept_tokens(tokens)]
             if tokens:
                 alternatives.append(tokens)
         return alternatives
 
-    def _tokens(self, span: bytes, written: int, matcher: Matcher) -> list[int]:
-        """The tokens of ``span``: up to its first line break as a closed string value (when
-        the grammar allows the value to end there) with the forced bytes after it, else all
-        but the last token, which the span's end may have cut short. A span is tokenized once
-        per sequence: rounds often look up the same continuation again (a draft the grammar or
-        the round's budget cut short, a value's alternatives), and the tokenizer costs about
-        half a microsecond a byte. Do not modify the list."""
+    def _tokens(self, span: bytes, written: int, matcher: Matcher, limit: int) -> list[int]:
+        """The tokens of ``span``, of which the caller takes ``limit``: up to its first line break
+        as a closed string value (when the grammar allows the value to end there) with the forced
+        bytes after it, else all but the last token, which the span's end may have cut short.
+        The tokenizer costs about a microsecond a byte and a draft takes a few tokens of a 64-byte
+        span, so only the span's words up to a cut past ``limit`` tokens' worth of bytes
+        (:func:`word_cut`) are tokenized when that gives ``limit`` tokens; and a span is
+        tokenized once per sequence: rounds often look up the same continuation again (a draft
+        the grammar or the round's budget cut short, a value's alternatives). Do not modify the
+        list."""
         end = min((at for at in (span.find(b"\n"), span.find(b"\r")) if at >= 0), default=-1)
         if end > 0 or (end == 0 and written):
             closed = matcher.compiled.forced_after(matcher.state, span[:end] + b'"')
             if closed is not None:
                 return closed
-        tokens = self._encoded.get(span)
-        if tokens is None:
-            if len(self._encoded) >= SPANS_KEPT:
-                self._encoded.clear()
-            tokens = self._encoded[span] = _encode_prefix(matcher.compiled.vocabulary, span)
+        tokens, whole = self._encoded.get(span, _NOT_ENCODED)
+        if whole or len(tokens) >= limit:
+            return tokens
+        if len(self._encoded) >= SPANS_KEPT:
+            self._encoded.clear()
+        vocabulary = matcher.compiled.vocabulary
+        cut = -1 if tokens else word_cut(span, BYTES_PER_TOKEN * limit)
+        if cut > 0:
+            tokens = _encode(vocabulary, span[:cut])  # all of them: the cut ends a word
+            if len(tokens) >= limit:
+                self._encoded[span] = (tokens, False)
+                return tokens
+        tokens = _encode(vocabulary, span)
+        tokens = tokens[:-1] if len(tokens) > 1 else tokens
+        self._encoded[span] = (tokens, True)
         return tokens
 
     def _bytes(self, context: list[int], token_bytes) -> bytes:
@@ -202,6 +216,8 @@ class NgramDrafter:
 
 MAX_SCANNED = 64  # occurrences of a suffix looked at, latest first
 SPANS_KEPT = 256  # tokenized spans an n-gram drafter remembers (all forgotten at once past this)
+BYTES_PER_TOKEN = 3  # bytes of a span tokenized per token wanted, up to the next word's end (see _tokens)
+_NOT_ENCODED: tuple[list[int], bool] = ([], False)
 
 
 def longest_repeated_suffix(data: bytes, shortest: int, longest: int) -> int:
@@ -290,13 +306,25 @@ def value_ends(
     return branches
 
 
-def _encode_prefix(vocabulary, span: bytes) -> list[int]:
-    """Tokens of ``span`` less its last token, which may be cut short by the span's end."""
+def _encode(vocabulary, data: bytes) -> list[int]:
+    """Tokens of ``data``; none where a byte of it is spelled by no token."""
     try:
-        tokens = vocabulary.encode_bytes(span)
-    except ValueError:  # a byte no token spells
+        return vocabulary.encode_bytes(data)
+    except ValueError:
         return []
-    return tokens[:-1] if len(tokens) > 1 else tokens
+
+
+def word_cut(span: bytes, start: int) -> int:
+    """The first offset from ``start`` on where a space follows a byte that is not whitespace
+    (-1: none). Tokenizers split text into words before they merge bytes into tokens, and a word
+    does not run on into the space after it (byte-level BPE's words take the space before them,
+    SentencePiece's pieces their ``▁``; the bundled models' tokenizer splits at every space), so
+    the tokens of ``span[:cut]`` are the first tokens of ``span``'s. A tokenizer for which this
+    does not hold gets other drafts, verified as exactly as any."""
+    at = span.find(b" ", max(start, 1))
+    while at > 0 and span[at - 1 : at].isspace():
+        at = span.find(b" ", at + 1)
+    return at
 
 
 class ModelDrafter:

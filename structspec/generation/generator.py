@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from structspec.generation.constraint import to_constraint
 from structspec.generation.detokenize import TextAssembler
 from structspec.generation.drafters import ForcedDrafter, ModelDrafter, NgramDrafter
 from structspec.generation.loop import Decoding, decode
+from structspec.generation.prefetch import MaskPrefetch
 from structspec.generation.prompt import Messages, check_context, prompt_ids
 from structspec.generation.sampling import Sampling
 from structspec.generation.sequence import Request, RequestError, Sequence
@@ -86,6 +88,7 @@ class Generator:
         # The draft model's caches of the latest sequences: a new one copies the prefix its
         # prompt shares with them (the instructions and schema of the request before).
         self._draft_runners: deque[CachedModel] = deque(maxlen=DRAFT_RUNNERS_KEPT)
+        self._workers = threading.local()  # each thread's mask worker (see _prefetch)
 
     def compile(
         self, constraint: Any, *, source: str | None = None, grounded: bool = False
@@ -210,6 +213,14 @@ class Generator:
         decoding = Decoding(ids, compiled.matcher(), sampling.max_new_tokens, sampling, rng, chain, max_draft, Stats())
         return Sequence(decoding, parsed, TextAssembler(self.vocabulary, self.tokenizer))
 
+    def _prefetch(self) -> MaskPrefetch:
+        """The calling thread's mask worker, kept across its generations (streams it interleaves
+        share it: each round waits for what the last one started)."""
+        worker = getattr(self._workers, "prefetch", None)
+        if worker is None:
+            worker = self._workers.prefetch = MaskPrefetch()
+        return worker
+
     def _chain(
         self, config: SpecConfig | None, sampling: Sampling, rng: torch.Generator, prompt: list[int]
     ) -> DraftChain | None:
@@ -245,7 +256,7 @@ class _Run:
 
     def pieces(self) -> Iterator[str]:
         """Run the loop, yielding text pieces; sets :attr:`result` at the end."""
-        for committed in decode(self.target, self.sequence.decoding):
+        for committed in decode(self.target, self.sequence.decoding, self.generator._prefetch()):
             piece = self.sequence.add(committed)
             if piece:
                 yield piece

@@ -72,7 +72,8 @@ def verify(
         """Advance ``matcher`` by the token chosen at ``depth`` (from row ``index``), or by its
         replacement when it leaves too little room to finish; returns the token taken (timed
         by the caller)."""
-        if not matcher.accept_token(token):
+        handed_over = on_line and tokens[line[depth]] == token and matcher.follow(end, len(line) - depth - 1)
+        if not handed_over and not matcher.accept_token(token):
             raise RuntimeError(f"the target chose token {token}, which the grammar forbids (mask bug)")
         if left is None or matcher.tokens_to_finish() <= left - depth - 1:
             return token
@@ -85,7 +86,10 @@ def verify(
         return token
 
     children = draft.children()
-    tokens, qs = draft.tokens, draft.qs
+    tokens, qs, line, end = draft.tokens, draft.qs, draft.line, draft.end
+    # While the path is the main line's start, a main-line token is taken over from the matcher
+    # the chain drafted with (Matcher.follow) instead of stepped again.
+    on_line = end is not None and bool(line)
     path: list[int] = []
     node = -1
     while True:
@@ -112,6 +116,7 @@ def verify(
         if follow is None or taken != chosen:
             return path, taken
         path.append(follow)
+        on_line = on_line and len(path) < len(line) and follow == line[len(path) - 1]
         if matcher.is_finished():
             return path, None
         node = follow

@@ -20,7 +20,7 @@ import numpy as np
 from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.grammar.ruleset import RuleSet, shared_move_rows
 from structspec.grammar.utf8 import utf8_sequences
-from structspec.ir._byte_automata import AutomatonLimit, rule_automaton, rule_key
+from structspec.ir._byte_automata import AutomatonLimit, place_rule_tables, rule_automaton, rule_key
 from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef
 from structspec.lru import BoundedCache
@@ -243,20 +243,21 @@ def _estimate(node: Expr, inline: set[str], estimates: Mapping[str, int]) -> int
     """NFA states ``node`` takes, the rules of ``inline`` (with their ``estimates``) built in
     place. (A module function rather than a closure: recursive closures form reference cycles,
     which would keep the rule table alive until the next collection.)"""
-    if isinstance(node, Lit):
-        return len(node.text.encode("utf-8")) + 1
-    if isinstance(node, (CharClass, Chars)):
-        ranges = node.code_points() if isinstance(node, CharClass) else node.charset.ranges
-        return sum(len(seq) for seq in utf8_sequences(ranges)) + 1
-    if isinstance(node, Ref):
-        return estimates[node.name] if node.name in inline else 1
-    if isinstance(node, TokenRef):
-        return 1
-    if isinstance(node, (Seq, Alt)):
+    kind = type(node)  # compared by identity (no node type is subclassed): this runs per node of every rule
+    if kind is Seq or kind is Alt:
         total = 2
-        for child in node.items:  # a loop, not sum() over a generator: it runs per node of every rule
+        for child in node.items:  # type: ignore[attr-defined]  # a loop, not sum() over a generator
             total += _estimate(child, inline, estimates)
         return total
+    if kind is Ref:
+        return estimates[node.name] if node.name in inline else 1  # type: ignore[attr-defined]
+    if kind is Lit:
+        return len(node.text.encode("utf-8")) + 1  # type: ignore[attr-defined]
+    if kind is CharClass or kind is Chars:
+        ranges = node.code_points() if kind is CharClass else node.charset.ranges  # type: ignore[attr-defined]
+        return sum(len(seq) for seq in utf8_sequences(ranges)) + 1
+    if kind is TokenRef:
+        return 1
     assert isinstance(node, Rep)
     copies = max(node.low, 1) if node.high is None else max(node.high, 1)
     return _estimate(node.item, inline, estimates) * copies + 2
@@ -425,18 +426,15 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
             lowest.append(byte)
         classes.append(number)
     byte_class = np.array(classes, dtype=np.int32)
-    columns = local[:, lowest]
+    columns = np.ascontiguousarray(local[:, lowest], dtype=np.int32)
     class_table = np.empty((total, columns.shape[1]), dtype=np.int32)  # filled in place: rules can be big
+    place_rule_tables([layout.table for layout in layouts], columns, offsets, class_table)
     for r, layout in enumerate(layouts):
-        rows = class_table[offsets[r] : offsets[r] + sizes[r]]
         if layout.moves is not None:  # given: each byte it moves on is a global class of its own
+            rows = class_table[offsets[r] : offsets[r] + sizes[r]]
             src, byte, dst = layout.moves
             rows.fill(-1)
             rows[src, byte_class[byte]] = dst + offsets[r]
-            continue
-        rows[:] = layout.table[:, columns[r]]
-        if offsets[r]:
-            rows[rows >= 0] += offsets[r]
     move_rows, move_row = shared_move_rows(class_table)
     refs, token_edges = _symbol_edges(layouts, offsets, index, token_index, total)
     has_refs = np.fromiter(map(bool, refs), dtype=bool, count=total)

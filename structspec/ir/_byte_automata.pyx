@@ -5,16 +5,26 @@ expression, then the subset construction.
 The NFA is built from the expression tree with an explicit work list (no recursion, however
 deep the expression or the chain of inlined rules), into flat growable arrays: epsilon edges,
 byte-range edges (UTF-8 byte-range sequences for characters) and symbol edges (a called rule's
-name, or a :class:`~structspec.ir.expr.TokenRef`). Each subset is closed and numbered with C
-arrays; a Python dict keyed by the subset's bytes numbers the subsets (one object per
-deterministic state, none per byte). States are numbered in discovery order, bytes in
-increasing order before symbols. Moves are kept per *atom*, the byte ranges between the ends
-of the NFA's ranges (every deterministic state moves all bytes of an atom alike); atoms that
-move every state alike share a local class, classes numbered by their lowest byte.
+name, or a :class:`~structspec.ir.expr.TokenRef`). Each subset is closed with C arrays and
+numbered through an open-addressed table of the subsets' hashes (no Python object per subset
+or per byte). States are numbered in discovery order, bytes in increasing order before
+symbols. Moves are kept per *atom*, the byte ranges between the ends of the NFA's ranges (every
+deterministic state moves all bytes of an atom alike); atoms that move every state alike share
+a local class, classes numbered by their lowest byte.
+
+The GIL: the loops over typed arrays alone run without it (the edge ordering, the class
+refinement and the class table, the distinct relative rows, placing the rules' tables in the
+grammar's). The expression walks (NFA construction, :func:`rule_key`) read Python trees and
+hold it. So does the subset construction: its symbol moves (calls and token references) are
+grouped in Python dicts per state, and its arrays grow as numpy arrays; moving those to C
+arrays would let it run without the GIL. For the small rules schema grammars are made of
+(a median of 51 states, ~0.1 ms), releasing it per subset would cost about what the scans of
+one subset cost.
 """
 
-from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, qsort, realloc
+from libc.string cimport memcmp
 
 import numpy as np
 
@@ -175,16 +185,18 @@ cdef _order(int32_t n, Column* src):
     off = np.zeros(n + 1, dtype=np.int32)
     cdef int32_t[::1] offsets = off
     cdef Py_ssize_t i
-    for i in range(src.size):
-        offsets[src.data[i] + 1] += 1
-    for i in range(n):
-        offsets[i + 1] += offsets[i]
+    with nogil:
+        for i in range(src.size):
+            offsets[src.data[i] + 1] += 1
+        for i in range(n):
+            offsets[i + 1] += offsets[i]
     cdef int32_t[::1] place = off[:n].copy()
     where = np.empty(src.size, dtype=np.int32)
     cdef int32_t[::1] at = where
-    for i in range(src.size):
-        at[i] = place[src.data[i]]
-        place[src.data[i]] += 1
+    with nogil:
+        for i in range(src.size):
+            at[i] = place[src.data[i]]
+            place[src.data[i]] += 1
     return off, where
 
 
@@ -193,8 +205,9 @@ cdef _placed(Column* column, int32_t[::1] where):
     result = np.empty(column.size, dtype=np.int32)
     cdef int32_t[::1] out = result
     cdef Py_ssize_t i
-    for i in range(column.size):
-        out[where[i]] = column.data[i]
+    with nogil:
+        for i in range(column.size):
+            out[where[i]] = column.data[i]
     return result
 
 
@@ -284,7 +297,8 @@ cdef class _Subsets:
     cdef int32_t[::1] eps_off, eps_dst, stamp
     cdef int32_t[::1] members, member_off, buf
     cdef int32_t n_states, n_members, tick
-    cdef dict ids
+    cdef int32_t[::1] slots  # open-addressed table of the states by their sets' hash (-1: free)
+    cdef uint64_t[::1] hashes  # each state's hash, for probing and growing the table
     cdef int32_t limit, end
     cdef list accept
 
@@ -298,7 +312,8 @@ cdef class _Subsets:
         self.n_states = 0
         self.n_members = 0
         self.tick = 0
-        self.ids = {}
+        self.slots = np.full(128, -1, dtype=np.int32)
+        self.hashes = np.empty(64, dtype=np.uint64)
         self.limit = limit
         self.end = end
         self.accept = []
@@ -327,18 +342,31 @@ cdef class _Subsets:
                     buf[size] = t
                     size += 1
         qsort(&buf[0], size, sizeof(int32_t), _compare)
-        key = (<char*> &buf[0])[: size * sizeof(int32_t)]
-        found = self.ids.get(key)
-        if found is not None:
-            return found
+        cdef uint64_t h = 14695981039346656037ULL
+        for i in range(size):
+            h = (h ^ <uint32_t>buf[i]) * 1099511628211ULL
+        h ^= h >> 29
+        cdef Py_ssize_t mask = self.slots.shape[0] - 1
+        cdef Py_ssize_t slot = <Py_ssize_t>(h & <uint64_t>mask)
+        cdef int32_t other
+        while self.slots[slot] >= 0:
+            other = self.slots[slot]
+            if (self.hashes[other] == h and self.member_off[other + 1] - self.member_off[other] == size
+                    and memcmp(&self.members[self.member_off[other]], &buf[0], size * sizeof(int32_t)) == 0):
+                return other
+            slot = (slot + 1) & mask
         if self.n_states >= self.limit:
             return -1
         number = self.n_states
-        self.ids[key] = number
         if self.n_members + size > self.members.shape[0]:
             self.members = np.concatenate((self.members, np.empty(max(size, self.members.shape[0]), dtype=np.int32)))
         if self.n_states + 2 > self.member_off.shape[0]:
             self.member_off = np.concatenate((self.member_off, np.zeros(self.member_off.shape[0], dtype=np.int32)))
+            self.hashes = np.concatenate((self.hashes, np.empty(self.hashes.shape[0], dtype=np.uint64)))
+        self.hashes[number] = h
+        self.slots[slot] = number
+        if 2 * (number + 1) > self.slots.shape[0]:  # at most half full
+            self._grow()
         members = self.members
         for i in range(size):
             members[self.n_members + i] = buf[i]
@@ -347,6 +375,19 @@ cdef class _Subsets:
         self.member_off[self.n_states] = self.n_members
         self.accept.append(stamp[self.end] == self.tick)
         return number
+
+
+    cdef int _grow(self) except -1:
+        """Twice the table, every state placed again by its hash."""
+        self.slots = np.full(2 * self.slots.shape[0], -1, dtype=np.int32)
+        cdef Py_ssize_t mask = self.slots.shape[0] - 1, slot
+        cdef int32_t q
+        for q in range(self.n_states + 1):
+            slot = <Py_ssize_t>(self.hashes[q] & <uint64_t>mask)
+            while self.slots[slot] >= 0:
+                slot = (slot + 1) & mask
+            self.slots[slot] = q
+        return 0
 
 
 cdef object _determinize(int n, int32_t[::1] eps_off, int32_t[::1] eps_dst, int32_t[::1] edge_off,
@@ -473,51 +514,53 @@ cdef tuple _classes(int32_t[:, ::1] row, int32_t n, int32_t* atom_of):
     cdef int32_t link[256]  # per new class: the next new class from the same old class
     cdef int32_t target[256]  # per new class: the move of this state
     cdef int32_t classes = 1, made, q, b, c, k, atoms = atom_of[256]
-    for b in range(atoms):
-        cls[b] = 0
-    for q in range(n):
-        if classes == atoms:
-            break
-        for c in range(classes):
-            head[c] = -1
-        made = 0
+    with nogil:
         for b in range(atoms):
-            c = cls[b]
-            k = head[c]
-            while k >= 0 and target[k] != row[q, b]:
-                k = link[k]
-            if k < 0:
-                k = made
-                made += 1
-                target[k] = row[q, b]
-                link[k] = head[c]
-                head[c] = k
-            fresh[b] = k
-        # Renumber by lowest byte.
-        for c in range(made):
-            head[c] = -1
-        classes = 0
-        for b in range(atoms):
-            k = fresh[b]
-            if head[k] < 0:
-                head[k] = classes
-                classes += 1
-            cls[b] = head[k]
+            cls[b] = 0
+        for q in range(n):
+            if classes == atoms:
+                break
+            for c in range(classes):
+                head[c] = -1
+            made = 0
+            for b in range(atoms):
+                c = cls[b]
+                k = head[c]
+                while k >= 0 and target[k] != row[q, b]:
+                    k = link[k]
+                if k < 0:
+                    k = made
+                    made += 1
+                    target[k] = row[q, b]
+                    link[k] = head[c]
+                    head[c] = k
+                fresh[b] = k
+            # Renumber by lowest byte.
+            for c in range(made):
+                head[c] = -1
+            classes = 0
+            for b in range(atoms):
+                k = fresh[b]
+                if head[k] < 0:
+                    head[k] = classes
+                    classes += 1
+                cls[b] = head[k]
     byte_class = np.empty(256, dtype=np.uint8)
     table = np.empty((n, classes), dtype=np.int32)
     cdef uint8_t[::1] out_class = byte_class
     cdef int32_t[:, ::1] out = table
     cdef int32_t lowest[256]
-    for c in range(classes):
-        lowest[c] = -1
-    for b in range(atoms):
-        if lowest[cls[b]] < 0:
-            lowest[cls[b]] = b
-    for b in range(256):
-        out_class[b] = cls[atom_of[b]]
-    for q in range(n):
+    with nogil:
         for c in range(classes):
-            out[q, c] = row[q, lowest[c]]
+            lowest[c] = -1
+        for b in range(atoms):
+            if lowest[cls[b]] < 0:
+                lowest[cls[b]] = b
+        for b in range(256):
+            out_class[b] = cls[atom_of[b]]
+        for q in range(n):
+            for c in range(classes):
+                out[q, c] = row[q, lowest[c]]
     return byte_class, table
 
 
@@ -560,3 +603,47 @@ def distinct_relative_rows(const int32_t[:, ::1] table):
                 count += 1
             group[q] = slots[slot]
     return first_array[:count], group_array
+
+
+ctypedef fused _local_target:
+    int8_t
+    int16_t
+    int32_t
+
+
+cdef void _place(const _local_target[:, ::1] table, const int32_t[::1] columns, int32_t[:, ::1] out,
+                 int32_t offset) noexcept nogil:
+    cdef Py_ssize_t q, k
+    cdef int32_t target
+    for q in range(table.shape[0]):
+        for k in range(columns.shape[0]):
+            target = table[q, columns[k]]
+            out[offset + q, k] = target + offset if target >= 0 else -1
+
+
+def place_rule_tables(list tables, const int32_t[:, ::1] columns, const int32_t[::1] offsets, int32_t[:, ::1] out):
+    """Write each rule's move table (local targets by local class, -1 for none; int8, int16 or
+    int32) into ``out``, the grammar's table: row ``offsets[r] + q`` is state ``q`` of rule ``r``,
+    column ``k`` its local class ``columns[r, k]``, targets made global. ``None`` tables are
+    skipped (rules given as automata, written by the caller)."""
+    cdef Py_ssize_t r
+    cdef const int8_t[:, ::1] narrow
+    cdef const int16_t[:, ::1] middle
+    cdef const int32_t[:, ::1] wide
+    for r in range(len(tables)):
+        table = tables[r]
+        if table is None:
+            continue
+        table = np.ascontiguousarray(table)
+        if table.dtype == np.int8:
+            narrow = table
+            with nogil:
+                _place(narrow, columns[r], out, offsets[r])
+        elif table.dtype == np.int16:
+            middle = table
+            with nogil:
+                _place(middle, columns[r], out, offsets[r])
+        else:
+            wide = table
+            with nogil:
+                _place(wide, columns[r], out, offsets[r])

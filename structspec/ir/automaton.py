@@ -131,20 +131,48 @@ def dfa_from_regex(expr: Expr | None, *, search: bool) -> DFA:
 
 
 def dfa_from_strings(strings: Iterable[str]) -> DFA:
-    """The DFA accepting exactly ``strings`` (a trie)."""
+    """The minimal DFA accepting exactly ``strings``, the one :func:`minimize` makes of their
+    trie. A trie is acyclic and trimmed, so its states are merged bottom up instead: two states
+    accept the same strings exactly when they agree on acceptance and each character leads them
+    to merged states; children come after their parent, so one backward pass finds every
+    state's block. The blocks are then numbered and the edges merged as :func:`minimize` does."""
     trie: list[dict[str, int]] = [{}]
     accept = [False]
     for s in strings:
         node = 0
         for c in s:
-            if c not in trie[node]:
+            children = trie[node]
+            if c not in children:
+                children[c] = len(trie)
                 trie.append({})
                 accept.append(False)
-                trie[node][c] = len(trie) - 1
-            node = trie[node][c]
+            node = children[c]
         accept[node] = True
-    edges = tuple(tuple((CharSet.chars(c), t) for c, t in children.items()) for children in trie)
-    return minimize(DFA(edges, tuple(accept)))
+    n = len(trie)
+    if n == 1 and not accept[0]:
+        return DFA((), ())
+    block = [0] * n
+    signatures: dict[tuple, int] = {}
+    for q in range(n - 1, -1, -1):
+        moves = sorted((c, block[t]) for c, t in trie[q].items())
+        block[q] = signatures.setdefault((accept[q], *moves), len(signatures))
+    remap: dict[int, int] = {}
+    for b in block:
+        remap.setdefault(b, len(remap))
+    merged_accept = [False] * len(remap)
+    rows: list[dict[int, CharSet] | None] = [None] * len(remap)
+    for q in range(n):
+        b = remap[block[q]]
+        if rows[b] is not None:
+            continue
+        merged_accept[b] = accept[q]
+        row: dict[int, CharSet] = {}
+        for c, t in trie[q].items():
+            tb = remap[block[t]]
+            row[tb] = row[tb] | CharSet.chars(c) if tb in row else CharSet.chars(c)
+        rows[b] = row
+    edges = tuple(tuple((cs, t) for t, cs in row.items()) for row in rows if row is not None)
+    return DFA(edges, tuple(merged_accept), minimal=True)
 
 
 def dfa_length(low: int, high: int | None, charset: CharSet = ANY) -> DFA:

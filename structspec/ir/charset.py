@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 MAX_CODE_POINT = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
 
@@ -62,6 +64,10 @@ class CharSet:
     @staticmethod
     def chars(text: str) -> CharSet:
         """The set of the characters of ``text``."""
+        if len(text) == 1:  # the common call: one character, already a normalized range unless a surrogate
+            code = ord(text)
+            if not SURROGATES[0] <= code <= SURROGATES[1]:
+                return CharSet(((code, code),))
         return CharSet.of((ord(c), ord(c)) for c in text)
 
     @staticmethod
@@ -134,25 +140,18 @@ ECMA_SPACE = CharSet.chars("\t\n\x0b\x0c\r \u00a0\u1680\u2028\u2029\u202f\u205f\
 )
 
 
-def python_class(escape: str) -> CharSet:
-    """What Python's ``re`` (used by ``jsonschema``) matches for ``\\d``, ``\\w`` or ``\\s``."""
-    return _python_classes()[escape]
-
-
 @functools.cache
-def _python_classes() -> dict[str, CharSet]:
-    """``python_class`` of each escape, read off one string of every Unicode scalar value (4 MiB,
-    dropped once read)."""
+def python_class(escape: str) -> CharSet:
+    """What Python's ``re`` (used by ``jsonschema``) matches for ``\\d``, ``\\w`` or ``\\s``, read
+    off one string of every Unicode scalar value (4 MiB, decoded from UTF-32 at once and dropped
+    once read; each escape on its first use only: a process pays for the ones its patterns use)."""
 
     def to_cp(i: int) -> int:
         return i if i < SURROGATES[0] else i + (SURROGATES[1] - SURROGATES[0] + 1)
 
-    scalars = "".join(map(chr, range(SURROGATES[0]))) + "".join(
-        map(chr, range(SURROGATES[1] + 1, MAX_CODE_POINT + 1)))
-    return {
-        escape: CharSet.of((to_cp(m.start()), to_cp(m.end() - 1)) for m in re.finditer(f"\\{escape}+", scalars))
-        for escape in "dws"
-    }
+    codes = np.concatenate((np.arange(SURROGATES[0]), np.arange(SURROGATES[1] + 1, MAX_CODE_POINT + 1)))
+    scalars = codes.astype("<u4").tobytes().decode("utf-32-le")
+    return CharSet.of((to_cp(m.start()), to_cp(m.end() - 1)) for m in re.finditer(f"\\{escape}+", scalars))
 
 
 def class_escape(letter: str) -> tuple[CharSet, CharSet]:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from structspec.ir.charset import MAX_CODE_POINT, CharSet, merge_ranges
+from structspec.ir.charset import MAX_CODE_POINT, SURROGATES, CharSet, merge_ranges
 
 
 @dataclass(frozen=True)
@@ -167,8 +167,7 @@ class Rule:
     def _parts(self) -> tuple[tuple[Ref, ...], tuple[Rep, ...], int]:
         # One walk, kept: the analyses and the compiler each read the references.
         nodes = walk(self.body)
-        return (tuple(n for n in nodes if isinstance(n, Ref)), tuple(n for n in nodes if isinstance(n, Rep)),
-                len(nodes))
+        return (tuple(n for n in nodes if type(n) is Ref), tuple(n for n in nodes if type(n) is Rep), len(nodes))
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:
@@ -188,10 +187,11 @@ def walk(expr: Expr) -> list[Expr]:
     while stack:
         current = stack.pop()
         out.append(current)
-        if isinstance(current, (Seq, Alt)):
-            stack += current.items[::-1]
-        elif isinstance(current, Rep):
-            stack.append(current.item)
+        kind = type(current)
+        if kind is Seq or kind is Alt:
+            stack += current.items[::-1]  # type: ignore[attr-defined]
+        elif kind is Rep:
+            stack.append(current.item)  # type: ignore[attr-defined]
     return out
 
 
@@ -231,26 +231,37 @@ def seq(*items: MaybeExpr) -> MaybeExpr:
     for item in items:
         if item is None:
             return None
-        for part in item.items if isinstance(item, Seq) else (item,):
-            if isinstance(part, Lit):
-                text.append(part.text)
+        kind = type(item)
+        if kind is Lit:
+            text.append(item.text)  # type: ignore[attr-defined]
+            continue
+        for part in item.items if kind is Seq else (item,):  # type: ignore[attr-defined]
+            if type(part) is Lit:
+                text.append(part.text)  # type: ignore[attr-defined]
                 continue
-            if any(text):
-                out.append(Lit("".join(text)))
-            text = []
+            if text:
+                joined = "".join(text)
+                if joined:
+                    out.append(Lit(joined))
+                text = []
             out.append(part)
-    if any(text):
-        out.append(Lit("".join(text)))
+    if text:
+        joined = "".join(text)
+        if joined:
+            out.append(Lit(joined))
     if not out:
         return EMPTY
     return out[0] if len(out) == 1 else Seq(tuple(out))
 
 
-def _char_members(item: Expr) -> CharSet | None:
-    if isinstance(item, Chars):
-        return item.charset
-    if isinstance(item, Lit) and len(item.text) == 1:
-        return CharSet.chars(item.text)
+def _char_ranges(item: Expr) -> tuple[tuple[int, int], ...] | None:
+    """The characters of a class or a one-character literal, as ranges; ``None`` for others."""
+    kind = type(item)
+    if kind is Chars:
+        return item.charset.ranges  # type: ignore[attr-defined]
+    if kind is Lit and len(item.text) == 1:  # type: ignore[attr-defined]
+        code = ord(item.text)  # type: ignore[attr-defined]
+        return CharSet.single(code).ranges if SURROGATES[0] <= code <= SURROGATES[1] else ((code, code),)
     return None
 
 
@@ -260,25 +271,30 @@ def alt(*items: MaybeExpr) -> MaybeExpr:
     for item in items:
         if item is None:
             continue
-        for part in item.items if isinstance(item, Alt) else (item,):
-            flat.setdefault(part)
+        if type(item) is Alt:
+            for part in item.items:  # type: ignore[attr-defined]
+                flat[part] = None
+        else:
+            flat[item] = None
     merged: list[Expr] = []
     ranges: list[tuple[int, int]] = []
     position = -1
+    empty = False
     for part in flat:
-        members = _char_members(part)
+        members = _char_ranges(part)
         if members is None:
             merged.append(part)
+            empty = empty or (type(part) is Lit and not part.text)  # type: ignore[attr-defined]
             continue
         if position < 0:
             position = len(merged)
             merged.append(part)
-        ranges += members.ranges
+        ranges += members
     if position >= 0:
         merged[position] = chars(CharSet.of(ranges))  # type: ignore[assignment]
     if not merged:
         return None
-    if EMPTY in merged and len(merged) > 1:
+    if empty and len(merged) > 1:
         rest = [m for m in merged if m != EMPTY]
         body = rest[0] if len(rest) == 1 else Alt(tuple(rest))
         if isinstance(body, Rep) and body.low == 0:
@@ -344,21 +360,23 @@ def _rebuild(expr: MaybeExpr, leaf: Callable[[Expr], MaybeExpr]) -> MaybeExpr:
 def derives(expr: Expr, rules: set[str], leaf: Callable[[Expr], bool]) -> bool:
     """Whether ``expr`` derives a string of some kind, given the ``rules`` that do and what
     ``leaf`` says of every node that is not a reference or a combination of others."""
-    if isinstance(expr, Ref):
-        return expr.name in rules
-    # Loops, not all()/any() over a generator: a third of the cost (the fixpoints call it per node).
-    if isinstance(expr, Seq):
-        for item in expr.items:  # noqa: SIM110
+    # Loops, not all()/any() over a generator, and node types compared by identity (no node
+    # type is subclassed): the fixpoints call this per node.
+    kind = type(expr)
+    if kind is Ref:
+        return expr.name in rules  # type: ignore[attr-defined]
+    if kind is Seq:
+        for item in expr.items:  # type: ignore[attr-defined]  # noqa: SIM110
             if not derives(item, rules, leaf):
                 return False
         return True
-    if isinstance(expr, Alt):
-        for item in expr.items:  # noqa: SIM110
+    if kind is Alt:
+        for item in expr.items:  # type: ignore[attr-defined]  # noqa: SIM110
             if derives(item, rules, leaf):
                 return True
         return False
-    if isinstance(expr, Rep):
-        return expr.low == 0 or derives(expr.item, rules, leaf)
+    if kind is Rep:
+        return expr.low == 0 or derives(expr.item, rules, leaf)  # type: ignore[attr-defined]
     return leaf(expr)
 
 

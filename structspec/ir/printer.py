@@ -20,6 +20,7 @@ from structspec.ir.charset import ANY, CharSet
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef
 
 _PRINTABLE = re.compile(r'[ !#-\[\]-~]*')  # printable ASCII but '"' and '\\': written as is
+_ASCII = re.compile(r'[ -~]*')  # printable ASCII: only '"' and '\\' escaped
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
 
@@ -51,6 +52,8 @@ def _format(expr: Expr, context: int, ascii_only: bool) -> str:
     if kind is Lit:
         if _PRINTABLE.fullmatch(expr.text):
             return f'"{expr.text}"'
+        if _ASCII.fullmatch(expr.text):  # printable ASCII with quotes or backslashes (JSON keys): _escape's spelling
+            return '"' + expr.text.replace("\\", "\\\\").replace('"', '\\"') + '"'
         return '"' + "".join([_escape(c, '"', ascii_only) for c in expr.text]) + '"'
     if kind is Ref:
         return expr.name

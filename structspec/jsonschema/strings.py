@@ -146,21 +146,22 @@ def emit_json_dfa(host: StringHost, dfa: DFA, base: str) -> MaybeExpr:
     if dfa.empty:
         return None
     encode = encoder(host)
-    wide_targets = sorted({t for out in dfa.edges for cs, t in out if (cs & _WIDE) == _WIDE})
+    flagged = [[((cs & _WIDE) == _WIDE, cs, t) for cs, t in out] for out in dfa.edges]  # each set tested once
+    wide_targets = sorted({t for out in flagged for wide, _, t in out if wide})
     names = {t: host.fresh(f"{base}-{i + 1}") for i, t in enumerate(wide_targets)}
     tails: dict[int, Ref] = {}
     edges: dict[object, list[tuple[MaybeExpr, object]]] = {_FINAL: []}
-    for q, out in enumerate(dfa.edges):
+    for q, out in enumerate(flagged):
         labels: list[tuple[MaybeExpr, object]] = []
-        for cs, t in out:
-            if (cs & _WIDE) != _WIDE:
+        for wide, cs, t in out:
+            if not wide:
                 labels.append((encode(cs), t))
                 continue
             labels.append((canonical_char(cs & PLAIN_ASCII), t))
             if t not in tails:
                 tail = host.fresh(f"{names[t]}-more")
-                wide = alt(chars(NON_ASCII), _canonical_escape(host))
-                host.define(tail, seq(wide, Ref(names[t])) or EMPTY)
+                more = alt(chars(NON_ASCII), _canonical_escape(host))
+                host.define(tail, seq(more, Ref(names[t])) or EMPTY)
                 tails[t] = Ref(tail)
             labels.append((tails[t], _FINAL))
         edges[q] = labels

@@ -195,6 +195,21 @@ class Matcher:
             return _History(state, node, finished=True) if state.accepting else None
         return None if following is None else _History(following, node)
 
+    def follow(self, other: Matcher, ahead: int) -> bool:
+        """Advance by one token to where ``other`` stood ``ahead`` tokens before its current
+        point, taking over its history node (nothing is stepped: a draft's matcher already went
+        this way), when ``other`` went through this matcher's current point; False (and no
+        change) when it did not."""
+        node = other._node
+        if not 0 <= ahead < node.length - self._node.length:
+            return False
+        for _ in range(ahead):
+            node = node.previous
+        if node.previous is not self._node:
+            return False
+        self._node = node
+        return True
+
     def accept_tokens(self, token_ids) -> int:
         """Accept tokens in order until one is forbidden; returns how many were accepted."""
         count = 0

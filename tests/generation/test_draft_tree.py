@@ -259,3 +259,41 @@ def test_children_and_the_first_child_checked_are_those_of_the_tree(extensions, 
 def test_a_row_needs_a_draft_distribution_per_token() -> None:
     with pytest.raises(ValueError, match="2 tokens but 1"):
         Draft().extend([1, 2], [None], "ngram")
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.data(), greedy=st.booleans(), left=st.none() | st.integers(1, 12))
+def test_verify_taking_over_the_drafts_matcher_is_stepping_again(data, greedy: bool, left: int | None) -> None:
+    """Differential: verification that takes the main line's tokens over from the matcher the
+    draft was made with (``Draft.end``) accepts the same nodes, picks the same token and leaves
+    the sequence's matcher where stepping every token again (no ``end``) leaves it, budget cuts
+    included, on random draft trees, rows and budgets, greedy and sampled."""
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b'"', b"ab", b" ", None], eos_ids=[6])
+    compiled = compile_grammar(Grammar.from_gbnf(r'root ::= "\"" [a-c ]{0,9} "\""'), vocab)
+    start = compiled.matcher()
+    start.accept_tokens(data.draw(st.lists(st.sampled_from([0, 1, 2, 4, 5]), max_size=3).map(lambda t: [3, *t])))
+    end = start.copy()
+    line = []
+    for _ in range(data.draw(st.integers(0, 6))):
+        choices = [t for t in range(6) if end.allows(t)]
+        if not choices:
+            break
+        line.append(data.draw(st.sampled_from(choices)))
+        end.accept_token(line[-1])
+    draft = Draft(end=end)
+    draft.extend(line, [None] * len(line), "ngram")
+    for _ in range(data.draw(st.integers(0, 2))):
+        fork = data.draw(st.integers(0, len(line)))
+        tokens = data.draw(st.lists(st.integers(0, 5), min_size=1, max_size=3))
+        draft.extend(tokens, [None] * len(tokens), "ngram", fork=fork)
+    rows = data.draw(st.lists(st.lists(st.floats(-3, 3), min_size=7, max_size=7),
+                              min_size=len(draft.tokens) + 1, max_size=len(draft.tokens) + 1))
+    logits = torch.tensor(rows)
+    sampling = Sampling() if greedy else Sampling(temperature=1.0)
+    results = []
+    for given_end in (end, None):
+        stepped = Draft(draft.tokens, draft.sources, draft.qs, draft.parents, draft.line, draft.forks, given_end)
+        matcher, stats = start.copy(), Stats()
+        out = verify(logits.clone(), stepped, matcher, sampling, torch.Generator().manual_seed(7), stats, left)
+        results.append((out, matcher.state, matcher.num_tokens, matcher.is_finished(), stats.budget_cuts))
+    assert results[0] == results[1]

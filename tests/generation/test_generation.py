@@ -193,6 +193,37 @@ def test_stream_pieces_join_to_the_text_and_never_split_characters() -> None:
     assert len(stream.result.token_ids) > len(pieces)  # byte-fallback tokens were held back
 
 
+def test_generations_of_a_thread_share_one_mask_worker_and_streams_may_interleave() -> None:
+    """One mask worker per calling thread, kept across generations (no thread started per
+    generation); two streams advanced in turn in one thread give what each gives alone, and a
+    stream closed early leaves nothing running."""
+    import threading
+
+    gen = _gen("llama2", seed=3)
+    alone = [gen.generate("Weather: ", SCHEMA, max_new_tokens=40, speculative=spec).token_ids
+             for spec in (None, SpecConfig())]
+    worker = gen._prefetch()
+    threads = set(worker._pool._threads)  # the executor's worker threads
+    streams = [gen.generate("Weather: ", SCHEMA, max_new_tokens=40, stream=True, speculative=spec)
+               for spec in (None, SpecConfig())]
+    pending = [iter(stream) for stream in streams]
+    while pending:
+        for piece_stream in list(pending):
+            if next(piece_stream, None) is None:
+                pending.remove(piece_stream)
+    assert [stream.result.token_ids for stream in streams] == alone
+    early = iter(gen.generate("Weather: ", SCHEMA, max_new_tokens=40, stream=True))
+    next(early)
+    early.close()
+    assert gen._prefetch() is worker and worker._pending is None
+    assert set(worker._pool._threads) == threads and len(threads) <= 1
+    other: list = []
+    thread = threading.Thread(target=lambda: other.append(gen._prefetch()))
+    thread.start()
+    thread.join()
+    assert other[0] is not worker  # another thread, its own worker
+
+
 def test_text_assembler_holds_back_partial_characters() -> None:
     tok = tokenizer("llama2")
     vocabulary = structspec.Vocabulary.from_tokenizer(tok)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 from hypothesis import given, settings
@@ -12,10 +13,12 @@ from structspec import compile as compile_grammar
 from structspec.generation.cache import common_prefix
 from structspec.generation.drafters import (
     MAX_SCANNED,
+    ForcedDrafter,
     NgramDrafter,
     agreed_continuation,
     longest_repeated_suffix,
     value_length,
+    word_cut,
 )
 from structspec.generation.stats import Stats
 
@@ -227,13 +230,13 @@ def test_a_span_looked_up_again_is_tokenized_once_per_sequence(monkeypatch) -> N
     vocab = Vocabulary.from_token_bytes([*pieces, b" Hall", b" park", None], eos_ids=[258])
     compiled = compile_grammar(Grammar.from_gbnf(EVENT_GRAMMAR), vocab)
     encoded: list[bytes] = []
-    encode = drafters._encode_prefix
+    encode = drafters._encode
 
     def counted(vocabulary: Vocabulary, span: bytes) -> list[int]:
         encoded.append(span)
         return encode(vocabulary, span)
 
-    monkeypatch.setattr(drafters, "_encode_prefix", counted)
+    monkeypatch.setattr(drafters, "_encode", counted)
     prefix = b'{"title":"Town'
     context = [*b"Spring Fair on 2024-05-12 at the Town Hall park. Entry is free, and so is the parking.", *prefix]
     drafter = NgramDrafter(32, 3)
@@ -248,3 +251,76 @@ def test_a_span_looked_up_again_is_tokenized_once_per_sequence(monkeypatch) -> N
     matcher.accept_tokens(list(prefix))
     assert NgramDrafter(32, 3).propose(context, matcher, 4, Stats()).tokens == runs[0]
     assert len(encoded) == 2 * len(set(encoded))
+
+
+@given(st.binary(max_size=40).map(lambda b: b.replace(b"\x00", b" ")), st.integers(0, 45))
+def test_word_cut_is_the_first_space_after_a_word(span: bytes, start: int) -> None:
+    cuts = [at for at in range(max(start, 1), len(span)) if span[at] == 32 and not span[at - 1 : at].isspace()]
+    assert word_cut(span, start) == (cuts[0] if cuts else -1)
+
+
+@functools.cache
+def span_vocabularies() -> list[Vocabulary]:
+    """The bundled models' tokenizer's vocabulary, GPT-2's and Llama 3's (shared assets)."""
+    from tiny_models import tokenizer
+
+    from structspec.models import load
+
+    shared = [Vocabulary.from_tokenizer(tokenizer(name)) for name in ("gpt2", "llama3")]
+    return [Vocabulary.from_tokenizer(load("demo")[1]), *shared]
+
+
+SPAN_TEXT = st.text(alphabet="abcdefghij KLMN 0123456789 .,-@'\"\u00e9\t\U0001f600  ", max_size=64)
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=st.lists(SPAN_TEXT, min_size=1, max_size=4), limits=st.lists(st.integers(0, 9), min_size=1, max_size=4))
+def test_a_span_tokenized_up_to_a_word_cut_gives_the_whole_span_tokens(texts: list[str], limits: list[int]) -> None:
+    """Differential: the tokens a draft takes from a span (``limit`` of them) are those of the
+    whole span less its last token, whether the span was tokenized only up to a word's end or
+    whole, asked again with a larger limit or not, for the bundled models' tokenizer, GPT-2's and
+    Llama 3's; a span tokenized up to a cut gives the first tokens of the whole span's."""
+    from structspec.generation import drafters
+
+    for vocabulary in span_vocabularies():
+        matcher = compile_grammar(Grammar.from_gbnf(r'root ::= [^\n]*'), vocabulary).matcher()
+        drafter = NgramDrafter(32, 3)
+        for text in texts:
+            span = text.encode()
+            whole = drafters._encode(vocabulary, span)
+            whole = whole[:-1] if len(whole) > 1 else whole
+            for limit in limits:
+                tokens = drafter._tokens(span, 0, matcher, limit)
+                assert tokens[:limit] == whole[:limit]
+                assert tokens == whole[: len(tokens)]  # a cut's tokens are the whole span's first ones
+
+
+
+@settings(max_examples=150, deadline=None)
+@given(prefix=st.sampled_from([b'{"title":"', b'{"title":"T', b'{"title":"Town', b'{"title":"L', b'{"title":"x',
+                               b'{"title":"Spring Fair on 2024-05-12",', b'{"title":"a","date":"2024-']),
+       text=st.sampled_from([EVENT, b"Name: Lily Stone\nCity: Leeds\n", b"Tea: green\nTime: now\nTown: Leeds\n"]),
+       rooms=st.lists(st.integers(1, 9), min_size=2, max_size=2))
+def test_a_free_source_that_proposes_nothing_proposes_nothing_with_any_room(
+    prefix: bytes, text: bytes, rooms: list[int]
+) -> None:
+    """What lets the chain skip a free source that proposed nothing until the main line grows:
+    on the same text and grammar state, a proposal with no token and no branch stays empty
+    whatever the room (and the same drafter, asked again, gives what a fresh one gives)."""
+    pieces = [bytes([b]) for b in range(256)]
+    vocab = Vocabulary.from_token_bytes([*pieces, b" Hall", b" park", b'","', b"date", b'":"', None], eos_ids=[261])
+    compiled = compile_grammar(Grammar.from_gbnf(EVENT_GRAMMAR), vocab)
+    matcher = compiled.matcher()
+    if matcher.accept_tokens(list(prefix)) < len(prefix):
+        return
+    context = [*text, *prefix]
+    drafter = NgramDrafter(32, 3)
+    first = drafter.propose(context, matcher.copy(), rooms[0], Stats())
+    again = drafter.propose(context, matcher.copy(), rooms[1], Stats())
+    fresh = NgramDrafter(32, 3).propose(context, matcher.copy(), rooms[1], Stats())
+    assert (again.tokens, again.branches) == (fresh.tokens, fresh.branches)
+    if not first.tokens and not first.branches:
+        assert not again.tokens and not again.branches
+    forced = ForcedDrafter()
+    if not forced.propose(context, matcher.copy(), rooms[0], Stats()).tokens:
+        assert not forced.propose(context, matcher.copy(), rooms[1], Stats()).tokens

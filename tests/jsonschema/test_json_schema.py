@@ -587,6 +587,7 @@ _KEYWORDS = st.sampled_from([
     "type", "properties", "items", "prefixItems", "required", "enum", "const", "minimum", "maxLength", "pattern",
     "anyOf", "allOf", "not", "$ref", "$defs", "additionalProperties", "dependentRequired", "format", "$anchor",
     "definitions", "dependencies", "contains", "minContains", "unevaluatedProperties", "title", "examples", "x-other",
+    "$id", "multipleOf", "minItems", "propertyNames", "exclusiveMinimum", "$comment", "deprecated", "id",
 ])
 _SCHEMAS = st.recursive(
     _SCHEMA_LEAF,
@@ -611,6 +612,49 @@ def test_merged_metaschema_reports_what_the_official_one_does(schema):
         return {(tuple(e.path), e.message, e.validator) for e in errors}
 
     assert found(_meta_validator(validator)) == found(official)
+
+
+_COMPILED_DRAFTS = [
+    jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator, jsonschema.Draft202012Validator,
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(_SCHEMAS, st.sampled_from(_COMPILED_DRAFTS))
+def test_compiled_metaschema_check_agrees_with_jsonschema(schema, validator):
+    """The metaschema compiled to predicates accepts exactly the schemas ``jsonschema`` finds no
+    error in (against the same metaschema), and ``metaschema_error`` reports ``jsonschema``'s."""
+    from jsonschema.exceptions import best_match
+
+    from structspec.jsonschema.metaschema import _fast_check, _meta_validator, metaschema_error
+
+    expected = best_match(_meta_validator(validator).iter_errors(schema))
+    assert _fast_check(validator)(schema) == (expected is None)
+    error = metaschema_error(validator, schema)
+    assert (error is None) == (expected is None)
+    assert error is None or (error.path, error.message) == (expected.path, expected.message)
+
+
+def test_compiled_metaschema_check_covers_the_common_drafts():
+    from jsonschema.exceptions import best_match
+
+    from structspec.jsonschema.metaschema import _fast_check, _meta_validator
+
+    def metaschema_error(validator, schema):
+        return best_match(_meta_validator(validator).iter_errors(schema))
+
+    assert _fast_check(jsonschema.Draft3Validator) is None  # schemas among the types
+    assert _fast_check(jsonschema.Draft201909Validator) is None  # references to other documents
+    for validator in _COMPILED_DRAFTS:
+        check = _fast_check(validator)
+        assert check({"type": "object", "properties": {"a": {"minLength": 2}}})
+        assert not check({"properties": {"a": {"minLength": -1}}})
+        assert not check({"type": "strin"})
+        # jsonschema checks repeated items below a ``$ref: "#"`` (the metaschema's own class there)
+        for schema in ({"required": ["a", "a"]}, {"properties": {"a": {"required": ["b", "b"]}}},
+                       {"properties": {"a": {"enum": ["b", "b"]}}}):
+            expected = metaschema_error(validator, schema) is None
+            assert check(schema) == expected
 
 
 def _tagged_rule(tag: str, **members: object) -> dict:

@@ -152,6 +152,36 @@ def test_copy_is_independent(seed: int) -> None:
         assert torch.equal(fork.allowed_mask(), mask)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_follow_takes_over_the_history_of_a_matcher_that_went_on(seed: int) -> None:
+    """A copy advanced along tokens, then followed from the original token by token, leaves the
+    original where accepting those tokens would (the same state, mask and token count); a matcher
+    that did not go through the original's point, or not far enough, is refused without a change."""
+    compiled = _small_json()
+    rng = random.Random(seed)
+    for matcher, _ in _walk(compiled, seed, 8):
+        ahead = matcher.copy()
+        taken = []
+        for _ in range(4):
+            choices = torch.nonzero(ahead.allowed_mask()).flatten().tolist()
+            if not choices:
+                break
+            taken.append(rng.choice(choices))
+            assert ahead.accept_token(taken[-1])
+        stepped, followed = matcher.copy(), matcher.copy()
+        assert not followed.follow(ahead, len(taken)) and followed.num_tokens == matcher.num_tokens
+        for depth, token in enumerate(taken):
+            assert stepped.accept_token(token)
+            assert followed.follow(ahead, len(taken) - depth - 1)
+            assert followed.state == stepped.state and followed.num_tokens == stepped.num_tokens
+            assert followed.is_finished() == stepped.is_finished()
+            assert torch.equal(followed.allowed_mask(), stepped.allowed_mask())
+        assert not followed.follow(ahead, 0)  # nothing left beyond it
+        if taken:
+            elsewhere = compiled.matcher()  # its own history: ``ahead`` never went through its point
+            assert not elsewhere.follow(ahead, len(taken) - 1) and elsewhere.num_tokens == 0
+
+
 # -- end of sequence ----------------------------------------------------------------------------
 
 
