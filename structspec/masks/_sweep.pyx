@@ -37,6 +37,7 @@ cdef int16_t NO_MOVE16 = -32768  # the same of int16 rows
 
 cdef int MAX_CLOSED = 16  # run states a probed loop set may wander through
 cdef int RUN_BYTES = 4 + 8 + 2 * 16 + 5 * 4 + 3  # the tables' bytes per run state but its transitions (_grow_runs)
+cdef int KEY_FILTERS = 8  # first-byte sets whose token words a grammar keeps (see first_bytes())
 cdef int MAX_SPLITS = 64  # loop splits one grammar keeps at hand (the vocabulary's cache keeps more)
 
 
@@ -272,6 +273,7 @@ cdef class Pushdown:
     cdef uint8_t* has_loop
     cdef int32_t* visits
     cdef int32_t* mb_end  # see char_end(): UNKNOWN until computed, per automaton state
+    cdef int32_t* q_same  # see same_as(): UNKNOWN until computed, per automaton state
     cdef uint64_t* q_loops  # see _self_loops(): each automaton state's self-loop words, once q_looped[q]
     cdef uint8_t* q_looped
     cdef int32_t* uni_next  # see uniform(): UNKNOWN until computed, DEAD for none
@@ -284,9 +286,13 @@ cdef class Pushdown:
     cdef IVec tops, todo, heads, stack, found, chars, chain, chain_off, chain_cut  # chain*: mask()'s stacks
     cdef IVec ahead  # split_sweep()'s chain states
     cdef IVec mb  # chars_lead()'s run states
+    cdef uint32_t* gwords  # key_sweep()'s words of the tokens read through the split
+    cdef uint64_t filter_keys[2 * 8]  # first_bytes(): the byte sets (two words each) and their token words
+    cdef uint32_t* filter_words[8]
+    cdef int n_filters, next_filter
     cdef int32_t max_id
-    cdef readonly Py_ssize_t expanded, probes, split_sweeps  # counters for profiling: trie nodes expanded, loop
-    # probes, sweeps through a loop split
+    cdef readonly Py_ssize_t expanded, probes, split_sweeps, key_sweeps  # counters for profiling: trie nodes
+    # expanded, loop probes, sweeps through a loop split, and those of them one byte in (key_sweep())
     cdef readonly int probe_at  # expansions of a run state after which its loop set is probed
     cdef readonly int chains_after  # expansions of a run state after which its counted chain is tried
     cdef readonly int chain_height  # subtrees taller than this are expanded, not checked along a chain
@@ -298,9 +304,11 @@ cdef class Pushdown:
         self.f_state = self.f_parent = self.f_seen = NULL
         self.fh_keys = NULL
         self.fh_vals = self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
-        self.uni_next = self.jump_len = self.jump_to = self.mb_end = NULL
+        self.uni_next = self.jump_len = self.jump_to = self.mb_end = self.q_same = NULL
         self.q_loops = NULL
         self.q_looped = NULL
+        self.gwords = NULL
+        self.n_filters = self.next_filter = 0
         self.uni_words = NULL
         self.uni_chars = NULL
         self.rs_hash = self.loops = NULL
@@ -358,6 +366,15 @@ cdef class Pushdown:
         free(self.tops.data); free(self.todo.data); free(self.heads.data)
         free(self.stack.data); free(self.found.data); free(self.chars.data)
         free(self.chain.data); free(self.chain_off.data); free(self.chain_cut.data); free(self.ahead.data); free(self.mb.data)
+        self.free_filters()
+
+    cdef void free_filters(self) noexcept nogil:
+        cdef int k
+        for k in range(self.n_filters):
+            free(self.filter_words[k])
+        free(self.gwords)
+        self.gwords = NULL
+        self.n_filters = self.next_filter = 0
 
     @property
     def n_run_states(self) -> int:
@@ -367,7 +384,8 @@ cdef class Pushdown:
     def nbytes(self) -> int:
         """Bytes of the tables this object allocated (the grammar and trie arrays aside)."""
         return (self.cap_frames * 12 + self.fh_cap * 12 + self.cap_runs * (4 * self.n_classes + RUN_BYTES)
-                + self.rh_cap * 4 + self.rs_heads.cap * 4 + (self.n_states * 21 if self.mb_end != NULL else 0))
+                + self.rh_cap * 4 + self.rs_heads.cap * 4 + (self.n_states * 25 if self.mb_end != NULL else 0)
+                + (self.n_filters + (self.gwords != NULL)) * self.main.n_words * 4)
 
     cdef inline int32_t move(self, int32_t q, int c) noexcept nogil:
         """Automaton state ``q``'s move on byte class ``c``, DEAD for none."""
@@ -407,10 +425,15 @@ cdef class Pushdown:
         return 0
 
     cdef int32_t frame(self, int32_t state, int32_t parent) noexcept nogil:
-        """The interned frame ``state`` on ``parent`` (-1: none), or ERR_SIZE."""
-        cdef int64_t key = (<int64_t> state << 32) | <uint32_t> (parent + 1)
-        cdef Py_ssize_t slot = mix(key) & (self.fh_cap - 1)
+        """The interned frame ``state`` on ``parent`` (-1: none), or ERR_SIZE; an automaton
+        state stands for itself or for the state it behaves as (same_as())."""
+        cdef int64_t key
+        cdef Py_ssize_t slot
         cdef int32_t found
+        if state < self.n_states:
+            state = self.same_as(state)
+        key = (<int64_t> state << 32) | <uint32_t> (parent + 1)
+        slot = mix(key) & (self.fh_cap - 1)
         while self.fh_keys[slot] >= 0:
             if self.fh_keys[slot] == key:
                 return self.fh_vals[slot]
@@ -427,6 +450,39 @@ cdef class Pushdown:
         self.fh_vals[slot] = found
         if 2 * self.n_frames > self.fh_cap and self._rehash_frames(2 * self.fh_cap):
             return ERR_SIZE
+        return found
+
+    cdef int32_t same_as(self, int32_t q) noexcept nogil:
+        """The automaton state frames of ``q`` stand on: the state of its first move when that
+        one moves to the same states on every class, calls the same rules with the same returns
+        and has the same flags (a rule's start state beside the loop state of ``x*``, which the
+        compiler keeps apart), so that a string's characters that re-enter the rule come back to
+        the same run state; else ``q`` itself. Computed once per state."""
+        cdef int32_t found = self.q_same[q], t = DEAD
+        cdef int c
+        cdef Py_ssize_t i, j
+        if found != UNKNOWN:
+            return found
+        self.q_same[q] = q  # while the first move's own is computed
+        for c in range(self.n_classes):
+            t = self.move(q, c)
+            if t >= 0:
+                break
+        if t < 0 or t == q or self.final[q] != self.final[t] or self.movable[q] != self.movable[t]:
+            return q
+        if (self.sink[q] != self.sink[t] or self.plain[q] != self.plain[t]
+                or self.ref_off[q + 1] - self.ref_off[q] != self.ref_off[t + 1] - self.ref_off[t]):
+            return q
+        for c in range(self.n_classes):
+            if self.move(q, c) != self.move(t, c):
+                return q
+        j = self.ref_off[t]
+        for i in range(self.ref_off[q], self.ref_off[q + 1]):
+            if self.ref_start[i] != self.ref_start[j] or self.ref_ret[i] != self.ref_ret[j]:
+                return q
+            j += 1
+        found = self.same_as(t)
+        self.q_same[q] = found
         return found
 
     cdef int _grow_runs(self) noexcept nogil:
@@ -1035,16 +1091,148 @@ cdef class Pushdown:
         self.cur = self.main
         return code
 
+    cdef int32_t loop_after(self, int32_t s, uint8_t* flags) noexcept nogil:
+        """The state ``t`` that ``s``'s uniform step leads into when ``t`` loops through a
+        whole loop split (``split_steps`` units of ``t``'s step, whose bytes and characters
+        ``flags`` then holds, with its chain in ``ahead``) and every ASCII byte of ``s``'s step
+        is a unit of it: a key's first byte outside the declared names' (see key_sweep());
+        DEAD when not, or an error code."""
+        cdef int32_t t = self.uni_next[s]
+        cdef int found, b
+        if t < 0 or t == s:
+            return DEAD
+        found = self.step_flags(t, flags)
+        if found <= 0:
+            return found if found < 0 else DEAD
+        found = self.chain_ahead(t, self.split_steps, flags)
+        if found < self.split_steps:
+            return found if found < 0 else DEAD
+        for b in range(128):
+            if self.trans[s * self.n_classes + self.byte_class[b]] == t and not flags[b]:
+                return DEAD
+        return t
+
+    cdef const uint32_t* first_bytes(self, int32_t s, int32_t t) noexcept nogil:
+        """The mask words of the tokens whose first byte is an ASCII byte leading ``s`` to
+        ``t``, kept for the last KEY_FILTERS such byte sets; NULL when memory runs out."""
+        cdef uint64_t low = 0, high = 0
+        cdef int b, k
+        cdef int32_t node, r, token
+        cdef uint32_t* words
+        cdef const Node* rec
+        for b in range(128):
+            if self.trans[s * self.n_classes + self.byte_class[b]] == t:
+                if b < 64:
+                    low |= (<uint64_t> 1) << b
+                else:
+                    high |= (<uint64_t> 1) << (b - 64)
+        for k in range(self.n_filters):
+            if self.filter_keys[2 * k] == low and self.filter_keys[2 * k + 1] == high:
+                return self.filter_words[k]
+        k = self.n_filters if self.n_filters < KEY_FILTERS else self.next_filter
+        self.next_filter = (k + 1) % KEY_FILTERS
+        if k == self.n_filters:
+            self.filter_words[k] = <uint32_t*> malloc(self.main.n_words * sizeof(uint32_t))
+            if self.filter_words[k] == NULL:
+                return NULL
+            self.n_filters += 1
+        words = self.filter_words[k]
+        memset(words, 0, self.main.n_words * sizeof(uint32_t))
+        self.filter_keys[2 * k] = low
+        self.filter_keys[2 * k + 1] = high
+        for node in range(self.main.nodes[0].child_lo, self.main.nodes[0].child_hi):
+            b = self.main.byte_p[node]
+            if b < 128 and ((low >> b) & 1 if b < 64 else (high >> (b - 64)) & 1):
+                rec = &self.main.nodes[node]
+                for r in range(rec.row_lo, rec.row_hi):
+                    token = self.main.ids_p[r]
+                    words[token >> 5] |= (<uint32_t> 1) << (token & 31)
+        return words
+
+    cdef int32_t key_sweep(self, int32_t s, int32_t t, const SplitData* split, uint32_t* words,
+                           IVec* stack) noexcept nogil:
+        """``sweep`` from ``s`` whose uniform step leads into the loop ``t`` (loop_after(), its
+        chain in ``ahead``): the tokens whose first byte takes that step are read through the
+        split by ``t``'s step, as split_sweep() reads them one unit later (a token of at most
+        ``split_steps`` units is consumed, a rest after ``j`` units is walked from ``t``'s
+        chain ``j - 1`` steps on), into words of their own kept for those first bytes; the
+        vocabulary's trie is walked below every other first byte."""
+        cdef const uint32_t* keep = self.first_bytes(s, t)
+        cdef uint32_t* mine
+        cdef Py_ssize_t i, n_words = self.main.n_words
+        cdef int32_t code = 0, node, lo, hi, c, u
+        cdef int b
+        cdef const Node* rec
+        if keep == NULL:
+            return ERR_SIZE
+        if self.gwords == NULL:
+            self.gwords = <uint32_t*> malloc(n_words * sizeof(uint32_t))
+            if self.gwords == NULL:
+                return ERR_SIZE
+        mine = self.gwords
+        self.split_sweeps += 1
+        self.key_sweeps += 1
+        for i in range(n_words):
+            mine[i] = split.loop_p[i]
+        self.cur = split.trie
+        stack.size = 0
+        lo, hi = self.cur.nodes[0].child_lo, self.cur.nodes[0].child_hi
+        for node in range(lo, hi):
+            if self.cur.byte_p[node] == 0:
+                continue  # the rests of tokens whose first byte is no unit: walked below
+            code = self.seed(node, self.ahead.data[self.cur.byte_p[node] - 1], mine, stack)
+            if code < 0:
+                break
+        if code >= 0:
+            code = self.walk(mine, stack)
+        self.cur = self.main
+        if code < 0:
+            return code
+        for i in range(n_words):
+            words[i] |= mine[i] & keep[i]
+        stack.size = 0
+        for node in range(self.main.nodes[0].child_lo, self.main.nodes[0].child_hi):
+            b = self.main.byte_p[node]
+            c = self.class_p[b]
+            u = self.trans[s * self.n_classes + c]
+            if b < 128 and u == t:
+                continue  # read through the split above
+            if u == UNKNOWN:
+                u = self.fill(s, c)
+            if u < DEAD:
+                return u
+            if u < 0:
+                continue
+            rec = &self.main.nodes[node]
+            self.accept(words, rec.row_lo, rec.end_hi)
+            code = self.seed(node, u, words, stack)
+            if code < 0:
+                return code
+        return self.walk(words, stack)
+
     cdef int step_flags(self, int32_t s, uint8_t* flags) noexcept nogil:
         """In ``flags[0..255]`` the bytes of ``s``'s uniform step and in ``flags[256]`` whether
         whole multi-byte characters take it too: 1 when the step is wide enough for a loop
-        split (``split_bits``), 0 when not, or an error code."""
-        cdef int32_t t = self.uniform(s)
-        cdef int b
+        split (``split_bits``), 0 when not, or an error code. Also 0 when the step leads into a
+        loop that takes more (a free key's state on the prefix of a declared name): a split by
+        the narrower step would serve few states (5-11 ms to build each) where the walk reaches
+        the loop in one byte."""
+        cdef int32_t t = self.uniform(s), u
+        cdef int b, c
         if t < 0:
             return t if t < DEAD else 0
         if popcount(self.uni_words[2 * s]) + popcount(self.uni_words[2 * s + 1]) < self.split_bits:
             return 0
+        if t != s:
+            u = self.uniform(t)
+            if u < DEAD:
+                return u
+            if u == t:
+                if self.uni_chars[t] > self.uni_chars[s]:
+                    return 0
+                for c in range(self.n_classes):
+                    if self.trans[t * self.n_classes + c] == t and self.trans[s * self.n_classes + c] != t:
+                        return 0
         for b in range(256):
             flags[b] = self.trans[s * self.n_classes + self.byte_class[b]] == t
         flags[256] = self.uni_chars[s]
@@ -1145,16 +1333,16 @@ cdef class Pushdown:
 
     cdef void free_tables(self) noexcept nogil:
         """Forget every frame and run state and give all the tables' memory back, the per
-        automaton state caches (mb_end, q_loops) included: nothing is held until reset()."""
+        automaton state caches (mb_end, q_same, q_loops) included: nothing is held until reset()."""
         free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_keys); free(self.fh_vals)
         free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.trans); free(self.pops)
         free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
         free(self.uni_next); free(self.uni_words); free(self.uni_chars); free(self.jump_len); free(self.jump_to); free(self.rs_heads.data)
-        free(self.mb_end); free(self.q_loops); free(self.q_looped)
+        free(self.mb_end); free(self.q_loops); free(self.q_looped); free(self.q_same)
         self.f_state = self.f_parent = self.f_seen = NULL
         self.fh_keys = NULL
         self.fh_vals = self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
-        self.uni_next = self.jump_len = self.jump_to = self.mb_end = NULL
+        self.uni_next = self.jump_len = self.jump_to = self.mb_end = self.q_same = NULL
         self.uni_words = self.rs_hash = self.loops = self.q_loops = NULL
         self.pops = self.has_loop = self.q_looped = self.uni_chars = NULL
         ivec_init(&self.rs_heads)
@@ -1170,21 +1358,23 @@ cdef class Pushdown:
         missing); -1 when memory runs out."""
         cdef Py_ssize_t i, n = max(self.n_states, 1)
         cdef int32_t* mb_end = self.mb_end
+        cdef int32_t* q_same = self.q_same
         cdef uint64_t* q_loops = self.q_loops
         cdef uint8_t* q_looped = self.q_looped
-        self.mb_end = NULL  # kept across the reset
+        self.mb_end = self.q_same = NULL  # kept across the reset
         self.q_loops = NULL
         self.q_looped = NULL
         self.free_tables()
         if mb_end == NULL:
             mb_end = <int32_t*> malloc(n * sizeof(int32_t))
+            q_same = <int32_t*> malloc(n * sizeof(int32_t))
             q_loops = <uint64_t*> malloc(n * 2 * sizeof(uint64_t))
             q_looped = <uint8_t*> calloc(n, 1)
-            if mb_end != NULL:
+            if mb_end != NULL and q_same != NULL:
                 for i in range(n):
-                    mb_end[i] = UNKNOWN
-        self.mb_end, self.q_loops, self.q_looped = mb_end, q_loops, q_looped
-        if mb_end == NULL or q_loops == NULL or q_looped == NULL:
+                    mb_end[i] = q_same[i] = UNKNOWN
+        self.mb_end, self.q_same, self.q_loops, self.q_looped = mb_end, q_same, q_loops, q_looped
+        if mb_end == NULL or q_same == NULL or q_loops == NULL or q_looped == NULL:
             return -1
         if (self._grow_frames() or self._grow_runs() or self._rehash_frames(1024) or self._rehash_runs(256)):
             return -1
@@ -1245,6 +1435,7 @@ cdef class Pushdown:
         cdef bint any_cut = 0
         cdef uint8_t flags[257]
         cdef int found = 0
+        cdef int32_t into = DEAD
         cdef Split split = None
         if words.shape[0] * 32 <= self.max_id or words.shape[0] < self.main.n_words:
             raise ValueError(f"{words.shape[0]} mask words cannot hold token id {self.max_id} "
@@ -1291,13 +1482,19 @@ cdef class Pushdown:
                 found = self.step_flags(code, flags)
                 if found > 0:
                     found = self.chain_ahead(code, self.split_steps, flags)
+                elif found == 0 and not any_cut:
+                    into = self.loop_after(code, flags)
+                    if into < DEAD:
+                        found = into
         if found < 0:
             return found
-        if found:
+        if found or into >= 0:
             split = self._split(flags)
         with nogil:
-            if code >= 0 and split is not None:
+            if code >= 0 and split is not None and found:
                 code = self.split_sweep(&split.data, found, &words[0], &self.stack)
+            elif code >= 0 and split is not None and split.data.steps == self.split_steps:
+                code = self.key_sweep(code, into, &split.data, &words[0], &self.stack)
             elif code >= 0:
                 code = self.sweep(code, &words[0], &self.stack)
         return code
@@ -1325,6 +1522,7 @@ cdef class Pushdown:
         self.splits.clear()
         with nogil:
             self.free_tables()
+            self.free_filters()
 
     cdef Py_ssize_t nbytes_now(self) noexcept nogil:
         return self.n_frames * 12 + self.n_runs * (4 * self.n_classes + RUN_BYTES) + self.rs_heads.size * 4

@@ -321,6 +321,126 @@ def test_counted_strings_near_their_end_take_the_split(monkeypatch: pytest.Monke
                                         if data and state.advance(data) is not None]
 
 
+@st.composite
+def _reentered_loops(draw: st.DrawFn) -> str:
+    """A rule ``k ::= x* more?`` whose ``more ::= y k`` re-enters it at its start, as a JSON
+    key's characters outside ASCII and its escapes do (the start state of ``x*`` moves, calls
+    and ends as its loop state does), called from several places with other continuations."""
+    loop = draw(st.sampled_from(["[a-c]", "[^\"\\\\]", "[a-z\u00e9]"]))
+    more = draw(st.sampled_from(['"\u00e9"', "[^\\x00-\\x7F]", '"\\\\" [nt]', '"b" "c"']))
+    calls = draw(st.lists(st.sampled_from(['"\\"" k "\\""', '"\\"" k "\\":"', 'k "b"', '"a" k']), min_size=1,
+                          max_size=3, unique=True))
+    return f'root ::= ({" | ".join(calls)}) ("," root)?\nk ::= {loop}* more?\nmore ::= ({more}) k\n'
+
+
+@SETTINGS
+@given(gbnf=_reentered_loops(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16), split=st.booleans())
+def test_rules_reentered_at_their_start_are_exact(monkeypatch: pytest.MonkeyPatch, gbnf: str, vocab: Vocabulary,
+                                                  seed: int, split: bool) -> None:
+    """Frames of a rule's start state stand on its loop state where the two behave alike (so a
+    re-entered string comes back to its run state): masks against brute force, swept whole or
+    through loop splits however narrow."""
+    with monkeypatch.context() as patch:
+        if split:
+            patch.setattr(mask_runner, "SPLIT_BITS", 0)
+            patch.setattr(mask_runner, "SPLIT_STEPS", 3)
+            patch.setattr(token_tries, "SPLIT_SHARE", 0)
+            patch.setattr(token_tries, "BIG_SUBTREE", 1)
+        token_tries._TRIES.clear()
+        token_tries._SPLITS.clear()
+        try:
+            _random_walk(structspec.compile(_parsed(gbnf), vocab), seed, 12)
+        finally:
+            token_tries._TRIES.clear()
+            token_tries._SPLITS.clear()
+
+
+def test_free_keys_of_several_stacks_take_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Llama-3's tokens in a key beside declared properties (several stacks, characters
+    outside ASCII re-entering the key rule at its start): the masks go through the split and
+    equal those swept without it (and brute force at one)."""
+    _, vocab = _tokenizer("llama3")
+    properties = {"alpha": {"type": "string"}, "beta": {"type": "integer"}, "gamma": {"type": "boolean"}}
+    schema = {"type": "object", "properties": properties, "additionalProperties": {"type": "string"}}
+    grammar = Grammar.from_json_schema(schema)
+    split = structspec.compile(grammar, vocab)
+    monkeypatch.setattr(mask_runner, "SPLIT_BITS", 129)  # no step is that wide: never split
+    whole = mask_runner.StackRunner(split.rules, vocab, token_tries.token_trie(vocab), split.n_words)
+    native = split._runner._native
+    for typed in ('{"alpha":"x","Zq', '{"alpha":"x","Zq\u00e9', '{"beta":1,"q\u00e9\\n'):
+        state = grammar.initial_state().advance(typed.encode())
+        assert len(state.heads) > 1
+        before = native.split_sweeps
+        words = split._runner.mask(state)
+        assert np.array_equal(words, whole.mask(state)), typed
+        assert native.split_sweeps == before + 1, typed
+    allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: vocab.size])
+    assert allowed.tolist() == [t for t, data in enumerate(vocab.token_bytes)
+                                if data and state.advance(data) is not None]
+
+
+@st.composite
+def _key_grammars(draw: st.DrawFn) -> str:
+    """Keys as JSON objects compile them: a free key whose first byte leaves out the declared
+    names' (``k``), beside those names as literals, from one or several places."""
+    names = draw(st.lists(st.sampled_from(["ab", "b", "ba", "cab", "a\u00e9"]), min_size=1, max_size=3, unique=True))
+    loop = draw(st.sampled_from(["[a-c]", "[a-c\u00e9]", "[^\"\\\\]"]))
+    first = draw(st.sampled_from(["[c]", "[b-c]", "[^ab\"\\\\]"]))
+    literals = " | ".join(f'"{name}\\":" "1"' for name in names)
+    places = draw(st.integers(1, 3))
+    members = " | ".join(['k "\\":" "0"', literals] + [f'k "\\":" "{i}"' for i in range(2, places + 1)])
+    return (f'root ::= "\\"" ({members}) ("," root)?\nk ::= {first} {loop}* more?\n'
+            f'more ::= ("\\\\" [nt] | "\u00e9") {loop}* more?\n')
+
+
+KEY_CHARS = ('"', ":", ",", "0", "1", "2", "a", "b", "c", "\\", "n", "\u00e9")
+
+
+@st.composite
+def _key_vocabularies(draw: st.DrawFn) -> Vocabulary:
+    """Every byte of the key grammars' characters, and random runs of them (some cut inside
+    a character), with an end-of-sequence token."""
+    pieces = sorted({bytes([b]) for c in KEY_CHARS for b in c.encode()})
+    for _ in range(draw(st.integers(8, 40))):
+        text = "".join(draw(st.lists(st.sampled_from(KEY_CHARS), min_size=1, max_size=5))).encode()
+        start = draw(st.integers(0, len(text) - 1))
+        pieces.append(text[start : start + draw(st.integers(1, 6))])
+    tokens: list[bytes | None] = [*dict.fromkeys(pieces), None]
+    return Vocabulary.from_token_bytes(tokens, [len(tokens) - 1])
+
+
+@SETTINGS
+@given(gbnf=_key_grammars(), vocab=_key_vocabularies(), seed=st.integers(0, 2**16))
+def test_key_starts_through_the_split_one_byte_in_are_exact(split_everywhere: None, gbnf: str, vocab: Vocabulary,
+                                                            seed: int) -> None:
+    """A state whose step leads into a loop with a split (a key's start): the tokens of that
+    step's first bytes read through the split, the others walked; masks against brute force."""
+    _random_walk(structspec.compile(_parsed(gbnf), vocab), seed, 10)
+
+
+def test_key_starts_read_the_split_one_byte_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Llama-3's tokens at the start of a key beside declared properties: the first bytes
+    outside the declared names' go through the free key's split, the masks equal those swept
+    without splits (and brute force at one)."""
+    _, vocab = _tokenizer("llama3")
+    properties = {"alpha": {"type": "string"}, "beta": {"type": "integer"}, "gamma": {"type": "boolean"}}
+    schema = {"type": "object", "properties": properties, "additionalProperties": {"type": "string"}}
+    grammar = Grammar.from_json_schema(schema)
+    split = structspec.compile(grammar, vocab)
+    monkeypatch.setattr(mask_runner, "SPLIT_BITS", 129)  # no step is that wide: never split
+    whole = mask_runner.StackRunner(split.rules, vocab, token_tries.token_trie(vocab), split.n_words)
+    native = split._runner._native
+    for typed in ('{"', '{"alpha":"x","', '{"beta":1,"g":"t","'):
+        state = grammar.initial_state().advance(typed.encode())
+        before = native.key_sweeps
+        words = split._runner.mask(state)
+        assert np.array_equal(words, whole.mask(state)), typed
+        assert native.key_sweeps == before + 1, typed
+    allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: vocab.size])
+    assert allowed.tolist() == [t for t, data in enumerate(vocab.token_bytes)
+                                if data and state.advance(data) is not None]
+
+
 # -- masks from the top frames of the stacks ------------------------------------------------------
 
 
