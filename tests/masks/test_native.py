@@ -355,25 +355,35 @@ def test_rules_reentered_at_their_start_are_exact(monkeypatch: pytest.MonkeyPatc
             token_tries._SPLITS.clear()
 
 
-def test_free_keys_of_several_stacks_take_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Llama-3's tokens in a key beside declared properties (several stacks, characters
-    outside ASCII re-entering the key rule at its start): the masks go through the split and
-    equal those swept without it (and brute force at one)."""
+KEY_PROPERTIES = {"alpha": {"type": "string"}, "beta": {"type": "integer"}, "gamma": {"type": "boolean"}}
+
+
+@pytest.mark.parametrize(("typed_texts", "counter"), [
+    # free keys of several stacks, characters outside ASCII re-entering the key rule at its start
+    (('{"alpha":"x","Zq', '{"alpha":"x","Zq\u00e9', '{"beta":1,"q\u00e9\\n'), "split_sweeps"),
+    # key starts: first bytes outside the declared names' read through the split one byte in
+    (('{"', '{"alpha":"x","', '{"beta":1,"g":"t","'), "key_sweeps"),
+])
+def test_llama3_keys_beside_declared_properties_take_the_split(
+    monkeypatch: pytest.MonkeyPatch, typed_texts: tuple[str, ...], counter: str
+) -> None:
+    """Llama-3's tokens in a key beside declared properties: each mask takes the free key's
+    split (the runner's ``counter`` grows by one) and equals the one swept without splits, and
+    brute force at the last."""
     _, vocab = _tokenizer("llama3")
-    properties = {"alpha": {"type": "string"}, "beta": {"type": "integer"}, "gamma": {"type": "boolean"}}
-    schema = {"type": "object", "properties": properties, "additionalProperties": {"type": "string"}}
+    schema = {"type": "object", "properties": KEY_PROPERTIES, "additionalProperties": {"type": "string"}}
     grammar = Grammar.from_json_schema(schema)
     split = structspec.compile(grammar, vocab)
     monkeypatch.setattr(mask_runner, "SPLIT_BITS", 129)  # no step is that wide: never split
     whole = mask_runner.StackRunner(split.rules, vocab, token_tries.token_trie(vocab), split.n_words)
     native = split._runner._native
-    for typed in ('{"alpha":"x","Zq', '{"alpha":"x","Zq\u00e9', '{"beta":1,"q\u00e9\\n'):
+    for typed in typed_texts:
         state = grammar.initial_state().advance(typed.encode())
-        assert len(state.heads) > 1
-        before = native.split_sweeps
+        assert len(state.heads) > 1  # several stacks
+        before = getattr(native, counter)
         words = split._runner.mask(state)
         assert np.array_equal(words, whole.mask(state)), typed
-        assert native.split_sweeps == before + 1, typed
+        assert getattr(native, counter) == before + 1, typed
     allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: vocab.size])
     assert allowed.tolist() == [t for t, data in enumerate(vocab.token_bytes)
                                 if data and state.advance(data) is not None]
@@ -416,29 +426,6 @@ def test_key_starts_through_the_split_one_byte_in_are_exact(split_everywhere: No
     """A state whose step leads into a loop with a split (a key's start): the tokens of that
     step's first bytes read through the split, the others walked; masks against brute force."""
     _random_walk(structspec.compile(_parsed(gbnf), vocab), seed, 10)
-
-
-def test_key_starts_read_the_split_one_byte_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Llama-3's tokens at the start of a key beside declared properties: the first bytes
-    outside the declared names' go through the free key's split, the masks equal those swept
-    without splits (and brute force at one)."""
-    _, vocab = _tokenizer("llama3")
-    properties = {"alpha": {"type": "string"}, "beta": {"type": "integer"}, "gamma": {"type": "boolean"}}
-    schema = {"type": "object", "properties": properties, "additionalProperties": {"type": "string"}}
-    grammar = Grammar.from_json_schema(schema)
-    split = structspec.compile(grammar, vocab)
-    monkeypatch.setattr(mask_runner, "SPLIT_BITS", 129)  # no step is that wide: never split
-    whole = mask_runner.StackRunner(split.rules, vocab, token_tries.token_trie(vocab), split.n_words)
-    native = split._runner._native
-    for typed in ('{"', '{"alpha":"x","', '{"beta":1,"g":"t","'):
-        state = grammar.initial_state().advance(typed.encode())
-        before = native.key_sweeps
-        words = split._runner.mask(state)
-        assert np.array_equal(words, whole.mask(state)), typed
-        assert native.key_sweeps == before + 1, typed
-    allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: vocab.size])
-    assert allowed.tolist() == [t for t, data in enumerate(vocab.token_bytes)
-                                if data and state.advance(data) is not None]
 
 
 # -- masks from the top frames of the stacks ------------------------------------------------------
