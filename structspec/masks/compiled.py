@@ -260,8 +260,10 @@ equal mask unshared; a shared array is always checked word for word."""
 
 
 def _shared(words: np.ndarray) -> np.ndarray:
-    """The array already held with the same words as ``words``, else ``words`` (now held). Two
+    """The array already held with the same words as ``words``, else ``words`` (now held and
+    read-only: the caches and every matcher share it, and some trust its identity). Two
     different masks with one digest are both kept, the second unshared."""
+    words.flags.writeable = False
     key = words_digest(words)
     ref = _MASKS.get(key)
     held = None if ref is None else ref()

@@ -206,6 +206,19 @@ def test_end_of_sequence_is_allowed_exactly_when_accepting(gbnf: str) -> None:
     assert accepting == {False, True}
 
 
+def test_shared_mask_words_are_read_only() -> None:
+    """A state's mask words are shared by the caches and every matcher: writing into them
+    raises instead of changing other matchers' masks."""
+    compiled = _small_json()
+    matcher = compiled.matcher()
+    words = matcher.mask_words()
+    before = words.copy()
+    with pytest.raises(ValueError, match="read-only"):
+        words[0] = 0
+    assert compiled.matcher().mask_words() is words
+    assert np.array_equal(words, before)
+
+
 def test_finished_after_end_of_sequence() -> None:
     vocab = _small_vocab()
     matcher = _compile('root ::= "a"+', vocab).matcher()
