@@ -119,7 +119,8 @@ cdef class _NFA:
         cdef bytes text
         while todo:
             expr, start, end = todo.pop()
-            if isinstance(expr, Lit):
+            kind = type(expr)  # compared by identity: no node type is subclassed
+            if kind is Lit:
                 text = (<str> expr.text).encode("utf-8")
                 if not text:
                     self.epsilon(start, end)
@@ -129,7 +130,7 @@ cdef class _NFA:
                     following = end if i == count - 1 else self.state()
                     self.edge(current, text[i], text[i], following)
                     current = following
-            elif isinstance(expr, Seq):
+            elif kind is Seq:
                 items = expr.items
                 count = len(items)
                 if not count:
@@ -139,15 +140,15 @@ cdef class _NFA:
                     following = end if i == count - 1 else self.state()
                     todo.append((items[i], current, following))
                     current = following
-            elif isinstance(expr, Ref):
+            elif kind is Ref:
                 if expr.name in inline:
                     todo.append((table[expr.name].body, start, end))
                 else:
                     self.symbols.setdefault(start, []).append((expr.name, end))
-            elif isinstance(expr, Alt):
+            elif kind is Alt:
                 for item in expr.items:
                     todo.append((item, start, end))
-            elif isinstance(expr, Rep):
+            elif kind is Rep:
                 item = expr.item
                 current = start
                 for i in range(expr.low):
@@ -168,11 +169,11 @@ cdef class _NFA:
                         todo.append((item, current, following))
                         current = following
                     self.epsilon(current, end)
-            elif isinstance(expr, (CharClass, Chars)):
-                ranges = expr.code_points() if isinstance(expr, CharClass) else expr.charset.ranges
+            elif kind is Chars or kind is CharClass:
+                ranges = expr.charset.ranges if kind is Chars else expr.code_points()
                 for path in sequences(ranges):
                     self.chain(start, end, path)
-            elif isinstance(expr, TokenRef):
+            elif kind is TokenRef:
                 self.symbols.setdefault(start, []).append((expr, end))
             else:
                 raise TypeError(f"cannot build an automaton for {expr!r}")
@@ -390,6 +391,26 @@ cdef class _Subsets:
         return 0
 
 
+cdef extern from *:
+    int __builtin_ctzll(unsigned long long) nogil
+
+
+cdef inline int32_t _next_mark(const uint64_t* marks, int32_t b) noexcept nogil:
+    """The first set bit of ``marks`` (256 bits) at ``b`` or after; 256 when none."""
+    cdef int32_t w = b >> 6
+    cdef uint64_t word
+    if w >= 4:
+        return 256
+    word = marks[w] & (~0ULL << (b & 63))
+    while True:
+        if word:
+            return (w << 6) + __builtin_ctzll(word)
+        w += 1
+        if w == 4:
+            return 256
+        word = marks[w]
+
+
 cdef object _determinize(int n, int32_t[::1] eps_off, int32_t[::1] eps_dst, int32_t[::1] edge_off,
                          int32_t[::1] edge_lo, int32_t[::1] edge_hi, int32_t[::1] edge_dst, dict symbols,
                          int start, int end, int limit):
@@ -423,7 +444,7 @@ cdef object _determinize(int n, int32_t[::1] eps_off, int32_t[::1] eps_dst, int3
     cdef int32_t[::1] seg_lo = np.empty(room, dtype=np.int32)
     cdef int32_t[::1] seg_hi = np.empty(room, dtype=np.int32)
     cdef int32_t[::1] seg_dst = np.empty(room, dtype=np.int32)
-    cdef uint8_t marks[257]
+    cdef uint64_t marks[4]  # bit b: some edge of the state starts at byte b or ends at byte b - 1
     rows = np.empty((64, atoms), dtype=np.int32)
     cdef int32_t[:, ::1] row = rows
     cdef int32_t done = 0, q, s, e, m, count, number, t, i, i0, i1
@@ -444,8 +465,7 @@ cdef object _determinize(int n, int32_t[::1] eps_off, int32_t[::1] eps_dst, int3
         moving_on_symbols = False
         for i in range(atoms):
             row[q, i] = -1
-        for i in range(257):
-            marks[i] = 0
+        marks[0] = marks[1] = marks[2] = marks[3] = 0
         for i in range(i0, i1):
             s = subsets.members[i]
             moving_on_symbols |= has_symbols[s]
@@ -453,15 +473,14 @@ cdef object _determinize(int n, int32_t[::1] eps_off, int32_t[::1] eps_dst, int3
                 seg_lo[m] = edge_lo[e]
                 seg_hi[m] = edge_hi[e]
                 seg_dst[m] = edge_dst[e]
-                marks[edge_lo[e]] = 1
-                marks[edge_hi[e] + 1] = 1
+                marks[edge_lo[e] >> 6] |= 1ULL << (edge_lo[e] & 63)
+                if edge_hi[e] < 255:
+                    marks[(edge_hi[e] + 1) >> 6] |= 1ULL << ((edge_hi[e] + 1) & 63)
                 m += 1
         if m:
             a = 0
             while a < 256:
-                b = a + 1  # the segment [a, b) between two marks
-                while b < 256 and not marks[b]:
-                    b += 1
+                b = _next_mark(marks, a + 1)  # the segment [a, b) between two marks
                 count = 0
                 for e in range(m):
                     if seg_lo[e] <= a and seg_hi[e] >= b - 1:

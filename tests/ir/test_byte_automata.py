@@ -7,7 +7,7 @@ byte."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 
 import numpy as np
 import pytest
@@ -53,19 +53,31 @@ def _combine(child: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
 expressions = st.recursive(leaves, _combine, max_leaves=10)
 
 
+Sequences = Callable[[tuple[tuple[int, int], ...]], tuple[tuple[tuple[int, int], ...], ...]]
+
+
+def _one_byte(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Characters 0-255 as the byte of the same value: ranges up to the last byte, which UTF-8
+    never uses."""
+    return tuple(((lo, hi),) for lo, hi in ranges)
+
+
 class _Bytes:
     """The oracle's alphabet: a label is a byte range ``(lo, hi)``."""
+
+    def __init__(self, sequences: Sequences) -> None:
+        self.sequences = sequences
 
     def literal(self, text: str) -> list[tuple[int, int]]:
         return [(b, b) for b in text.encode("utf-8")]
 
     def chars(self, ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[tuple[int, int], ...], ...]:
-        return utf8_sequences(ranges)
+        return self.sequences(ranges)
 
 
 class _OracleNFA(NFA[tuple[int, int]]):
-    def __init__(self, limit: int) -> None:
-        super().__init__(_Bytes(), limit, lambda: AutomatonLimit("nfa"))
+    def __init__(self, limit: int, sequences: Sequences) -> None:
+        super().__init__(_Bytes(sequences), limit, lambda: AutomatonLimit("nfa"))
 
     def leaf(self, expr: Expr, start: int, end: int) -> None:
         if isinstance(expr, Ref) and expr.name in INLINE:
@@ -95,15 +107,17 @@ def _outcome(build):  # the automaton, or the stage whose limit it passed
         return exc.stage
 
 
-def _both(expr: Expr, nfa_limit: int = 400_000, dfa_limit: int = 100_000) -> tuple:
+def _both(
+    expr: Expr, nfa_limit: int = 400_000, dfa_limit: int = 100_000, sequences: Sequences = utf8_sequences
+) -> tuple:
     def oracle() -> Determinized:
-        nfa = _OracleNFA(nfa_limit)
+        nfa = _OracleNFA(nfa_limit, sequences)
         start, end = nfa.state(), nfa.state()
         nfa.build(expr, start, end)
         initial = nfa.closure([start])
         return determinize(nfa, _by_byte, initial, lambda s: end in s, dfa_limit, lambda: AutomatonLimit("dfa"))
 
-    native = _outcome(lambda: rule_automaton(expr, TABLE, INLINE, utf8_sequences, nfa_limit, dfa_limit))
+    native = _outcome(lambda: rule_automaton(expr, TABLE, INLINE, sequences, nfa_limit, dfa_limit))
     return _outcome(oracle), native
 
 
@@ -149,6 +163,27 @@ def _assert_classes(byte_class: np.ndarray, table: np.ndarray) -> None:
 @example(Rep(Chars(CharSet.of(((0, 0x10FFFF),))), 0, None))
 def test_the_native_automaton_is_the_oracles(expr: Expr) -> None:
     oracle, native = _both(expr)
+    assert isinstance(oracle, Determinized) and isinstance(native, tuple)
+    _assert_same(oracle, native)
+    _assert_classes(native[0], native[1])
+
+
+byte_expressions = st.recursive(
+    st.tuples(st.integers(0, 255), st.integers(0, 255)).map(
+        lambda r: Chars(CharSet.of(((min(r), max(r)),)))
+    ) | st.sampled_from(CALLEES).map(Ref),
+    _combine,
+    max_leaves=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(byte_expressions)
+@example(Rep(Chars(CharSet.of(((0, 255),))), 0, None))
+@example(Seq((Alt((Chars(CharSet.of(((250, 255),))), Chars(CharSet.of(((255, 255),))))), Chars(CharSet.of(((0, 0),))))))
+def test_byte_ranges_up_to_the_last_byte_are_the_oracles(expr: Expr) -> None:
+    """Ranges ending at byte 255 (no edge end is marked past it) and starting at byte 0."""
+    oracle, native = _both(expr, sequences=_one_byte)
     assert isinstance(oracle, Determinized) and isinstance(native, tuple)
     _assert_same(oracle, native)
     _assert_classes(native[0], native[1])
