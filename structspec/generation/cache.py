@@ -199,7 +199,7 @@ def _text_config(model: torch.nn.Module):
 def common_prefix(a: list[int], b: list[int], limit: int) -> int:
     """How many leading items ``a`` and ``b`` share, at most ``limit``."""
     n = min(len(a), len(b), limit)
-    if a[:n] == b[:n]:  # the usual case, compared in C
+    if (a if len(a) == n else a[:n]) == (b if len(b) == n else b[:n]):  # the usual case, compared in C
         return n
     low, high = 0, n  # a[:low] == b[:low] and a[:high] != b[:high]: halve by slices compared in C
     while high - low > 16:

@@ -205,9 +205,10 @@ class DraftChain:
         for name, (passed, failed) in spans.items():
             self.acceptance[name].update(passed, bool(failed))
         for fork, kind in draft.forks.items():
+            taken = fork in kept
+            stats.branches_taken += taken
             if draft.parents[fork] < 0 or draft.parents[fork] in kept:
-                self.branch_taken[kind].update(int(fork in kept), fork not in kept)
-        stats.branches_taken += sum(fork in kept for fork in draft.forks)
+                self.branch_taken[kind].update(int(taken), not taken)
 
 
 @dataclass

@@ -103,7 +103,7 @@ class NgramDrafter:
         with stats.timing("mask"):
             run = run[: matcher.accept_tokens(run)]
             if not run:  # the value as written may end where one of its occurrences ends a word
-                span = next((data[at : at + 2] for at in starts if ends_word(data[at : at + 2])), b"")
+                span = first_word_end(data, starts)
             value = data[-written:] if written else b""
             ends = value_ends(run, value, span, matcher.recent_states(len(run)), matcher.compiled)
             branches = [Branch(fork, tokens, "end") for fork, tokens in ends]
@@ -149,7 +149,7 @@ class NgramDrafter:
         tokenized once per sequence: rounds often look up the same continuation again (a draft
         the grammar or the round's budget cut short, a value's alternatives). Do not modify the
         list."""
-        end = min((at for at in (span.find(b"\n"), span.find(b"\r")) if at >= 0), default=-1)
+        end = line_end(span)
         if end > 0 or (end == 0 and written):
             closed = matcher.compiled.forced_after(matcher.state, span[:end] + b'"')
             if closed is not None:
@@ -175,12 +175,15 @@ class NgramDrafter:
         """The context's text, reusing the part shared with the previous call."""
         ids, ends = self._ids, self._ends
         keep = common_prefix(ids, context, len(context))
-        del ids[keep:], ends[keep:]
-        start = ends[-1] if ends else 0
-        added = [token_bytes[token_id] or b"" for token_id in context[keep:]]
-        ids += context[keep:]
-        ends += islice(accumulate(map(len, added), initial=start), 1, None)
-        self._data = self._data[:start] + b"".join(added)
+        if keep < len(ids):  # tokens dropped (a rejected draft): their bytes go too
+            del ids[keep:], ends[keep:]
+            self._data = self._data[: ends[-1] if ends else 0]
+        if keep < len(context):
+            added = context[keep:]
+            pieces = [token_bytes[token_id] or b"" for token_id in added]
+            ids += added
+            ends += islice(accumulate(map(len, pieces), initial=len(self._data)), 1, None)
+            self._data += b"".join(pieces)
         return self._data
 
     def lookup(self, data: bytes, written: int | None = None) -> list[int]:
@@ -279,6 +282,19 @@ def ends_word(following: bytes) -> bool:
     punctuation followed by whitespace or nothing more."""
     first, second = following[:1], following[1:2]
     return first.isspace() or (first in (b".", b",", b";", b":", b"!", b"?", b")") and (not second or second.isspace()))
+
+
+def first_word_end(data: bytes, starts: list[int]) -> bytes:
+    """The two bytes at the first offset of ``starts`` where a word ends (:func:`ends_word`);
+    empty when a word ends at none. Each distinct pair is judged once."""
+    return next((two for two in dict.fromkeys(data[at : at + 2] for at in starts) if ends_word(two)), b"")
+
+
+def line_end(span: bytes) -> int:
+    """The offset of the first line break (``\\n`` or ``\\r``) in ``span``; -1 when none."""
+    end = span.find(b"\n")
+    carriage = span.find(b"\r", 0, len(span) if end < 0 else end)
+    return carriage if carriage >= 0 else end
 
 
 def value_ends(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+from itertools import accumulate
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +17,9 @@ from structspec.generation.drafters import (
     ForcedDrafter,
     NgramDrafter,
     agreed_continuation,
+    ends_word,
+    first_word_end,
+    line_end,
     longest_repeated_suffix,
     value_length,
     word_cut,
@@ -120,14 +124,27 @@ def test_common_prefix_is_the_brute_force_one(a: list[int], b: list[int], limit:
     assert common_prefix(a, a + b, limit) == min(len(a), limit)
 
 
+@given(st.binary(max_size=20).map(lambda b: b.replace(b"\x00", b"\n").replace(b"\x01", b"\r")))
+def test_line_end_is_the_first_line_break(span: bytes) -> None:
+    assert line_end(span) == min((at for at in (span.find(b"\n"), span.find(b"\r")) if at >= 0), default=-1)
+
+
+@given(st.binary(max_size=30).map(lambda b: b.replace(b"\x00", b" ").replace(b"\x01", b".")), st.data())
+def test_first_word_end_is_that_of_the_first_start_a_word_ends_at(data: bytes, draw: st.DataObject) -> None:
+    starts = draw.draw(st.lists(st.integers(0, len(data)), max_size=12))
+    expected = next((data[at : at + 2] for at in starts if ends_word(data[at : at + 2])), b"")
+    assert first_word_end(data, starts) == expected
+
+
 @given(st.lists(st.lists(st.sampled_from([0, 1, 2, 3]), max_size=40), min_size=1, max_size=6))
 def test_the_text_kept_across_calls_is_that_of_the_context(contexts: list[list[int]]) -> None:
     """The drafter extends the text of its last context where the new one shares its tokens."""
     token_bytes = [b"ab", None, b"", b"c\n"]
     drafter = NgramDrafter(max_bytes=8, min_bytes=2)
     for context in contexts:
-        for shared in (context, context[: len(context) // 2]):
+        for shared in (context, context[: len(context) // 2], context):
             assert drafter._bytes(shared, token_bytes) == b"".join(token_bytes[t] or b"" for t in shared)
+            assert drafter._ends == list(accumulate(len(token_bytes[t] or b"") for t in shared))
 
 
 def test_proposals_are_cut_where_the_grammar_forbids() -> None:
