@@ -8,6 +8,7 @@ interfere.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -86,7 +87,7 @@ class Matcher:
     def mask_words(self) -> np.ndarray:
         """Packed uint32 mask words of the allowed tokens (shared: do not modify)."""
         if self._node.finished:
-            return np.zeros(self.compiled.n_words, dtype=np.uint32)
+            return _no_tokens(self.compiled.n_words)
         return self.compiled.mask_words(self._node.state)
 
     def allowed_mask(self) -> torch.Tensor:
@@ -253,6 +254,15 @@ def numpy_view(logits: torch.Tensor) -> np.ndarray | None:
         return logits.numpy()
     except (TypeError, RuntimeError):  # on a GPU, in bfloat16, or needing grad
         return None
+
+
+@functools.cache
+def _no_tokens(n_words: int) -> np.ndarray:
+    """The read-only mask of a finished text, one array per width (so the argmax's id cache
+    keeps one entry for it, not one per call)."""
+    words = np.zeros(n_words, dtype=np.uint32)
+    words.flags.writeable = False
+    return words
 
 
 def _allowed_ids(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

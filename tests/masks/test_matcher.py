@@ -228,6 +228,9 @@ def test_finished_after_end_of_sequence() -> None:
     assert matcher.accept_token(max(vocab.eos_ids))
     assert matcher.is_finished()
     assert not matcher.allowed_mask().any()
+    words = matcher.mask_words()
+    assert not words.any() and not words.flags.writeable
+    assert matcher.mask_words() is words  # one array per width: caches keyed by identity keep one entry
     assert not any(matcher.accept_token(i) for i in range(vocab.size))
     assert matcher.forced_tokens() == []
 
