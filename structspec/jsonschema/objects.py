@@ -116,8 +116,8 @@ def object_expr(host: ObjectHost, facets: list[Facet], name: str) -> MaybeExpr:
         return None
     if extra is not None and min_p > countable:  # such objects exist, but a grammar cannot count their members
         host.relax(min_facet.pointer("minProperties"), "minProperties",
-                   f"minProperties {min_p}: at most {countable} members can be counted here (the declared "
-                   "properties, and the undeclared ones as one, since a grammar cannot keep their names distinct)")
+                   f"minProperties {min_p} is more members than a grammar can count apart here ({countable}: the "
+                   "declared properties, and the undeclared ones as one, since it cannot keep their names distinct)")
         min_p = countable
     sep = seq(ws, Lit(","), ws)
     needs_witness = witness_spec is not None

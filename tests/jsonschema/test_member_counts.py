@@ -98,7 +98,7 @@ def verdicts(schema: dict[str, Any], order: str, values: list[dict[str, Any]]) -
     try:
         text = schema_to_gbnf(schema, property_order=order)
     except SchemaError as exc:
-        if "members can be counted here" in str(exc):
+        if "than a grammar can count apart here" in str(exc):
             return None
         assert "accepts no JSON value" in str(exc)
         return [False] * len(values)
@@ -179,7 +179,7 @@ def test_a_count_that_would_need_too_much_is_refused_at_max_properties() -> None
 def test_more_members_than_can_be_counted_apart_is_refused_where_asked(schema: dict, pointer: str) -> None:
     with pytest.raises(SchemaError) as caught:
         Grammar.from_json_schema(schema)
-    assert caught.value.pointer == pointer and "members can be counted here" in str(caught.value)
+    assert caught.value.pointer == pointer and "than a grammar can count apart here" in str(caught.value)
     with pytest.warns(SchemaRelaxedWarning, match="minProperties"):
         relaxed = Grammar.from_json_schema(schema, strict=False)
     assert relaxed.matches('{"a":1,"b":2,"c":3}') and not relaxed.matches("{}")
