@@ -106,7 +106,7 @@ class DraftChain:
         result = Draft(end=matcher)
         quota = {d.name: self.config.max_per_source for d in self.drafters if d.name != "forced"}
         ranked = [(d, self.acceptance[d.name].probability) for d in sorted(self.drafters, key=self._rank)]
-        free_price = self._price(ranked[0][0]) if ranked[0][0].free else 0.0  # the same for every free source
+        free_price = self._forward_price()  # a free source's price, the same for all of them
         main: list[int] = []  # the main line's tokens
         sequence = context  # the context and the main line (drafters only read it)
         round_ = _RoundValue()
@@ -168,14 +168,18 @@ class DraftChain:
         """A drafted token's cost in verifying forwards: what it adds to the target's forward,
         plus, for a model token, ``SpecConfig.draft_cost`` or else the draft model's measured
         forward over one token (its prior price until measured)."""
-        base = self.forward.base
-        price = self.forward.per_token / base if base else 0.0
+        price = self._forward_price()
         if drafter.free:
             return price
         if self.config.draft_cost is not None:
             return price + self.config.draft_cost
-        seconds = drafter.cost.step
+        base, seconds = self.forward.base, drafter.cost.step
         return price + (seconds / base if seconds and base else drafter.prior_price)
+
+    def _forward_price(self) -> float:
+        """What a drafted token adds to the target's forward, in verifying forwards."""
+        base = self.forward.base
+        return self.forward.per_token / base if base else 0.0
 
     def _upfront(self, drafter, context: list[int]) -> float:
         """What a paid source's first token costs on top of its price, in verifying forwards:
