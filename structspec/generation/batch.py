@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import time
 
-import torch
-
 from structspec.generation.adaptive import ForwardCost
 from structspec.generation.batch_cache import BatchCache, Feed
 from structspec.generation.cache import CachedModel, common_prefix
 from structspec.generation.chain import Draft
+from structspec.generation.logit_rows import LogitRows
 from structspec.generation.prefetch import MaskPrefetch
 from structspec.generation.sequence import Sequence
 from structspec.tokens.vocabulary import Vocabulary
@@ -161,7 +160,7 @@ class Batch:
         parents += [len(pending) - 1 if parent < 0 else len(pending) + parent for parent in draft.parents]
         return pending + draft.tokens, parents, len(draft.tokens) + 1
 
-    def _forward(self, feeds: list[Feed], drafts: list[Draft]) -> list[torch.Tensor]:
+    def _forward(self, feeds: list[Feed], drafts: list[Draft]) -> list[LogitRows]:
         """Every row's logits: one forward over the batch cache, or without one a forward per row."""
         if self.cache is not None:
             return self.cache.logits(feeds)

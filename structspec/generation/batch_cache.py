@@ -45,7 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from structspec.generation.cache import _eager_attention, _takes, _text_config, common_prefix, vocabulary_rows
+from structspec.generation.cache import _eager_attention, _takes, _text_config, common_prefix
+from structspec.generation.logit_rows import LogitRows
 
 Feed = tuple[list[int], list[int], int]
 """A row's part of a forward: tokens, each token's parent in the feed (-1: the row's cached
@@ -146,11 +147,11 @@ class BatchCache:
                 shared, source = n, place
         return shared, source
 
-    def logits(self, feeds: list[Feed]) -> list[torch.Tensor]:
+    def logits(self, feeds: list[Feed]) -> list[LogitRows]:
         """One forward over every row (``feeds[i]`` for row ``i``, at least one token each);
-        returns each row's float32 CPU logits ``[n_out, width]`` after its last ``n_out`` fed
-        tokens. Each token attends to its row's cached tokens and its ancestors in the feed,
-        at the position of the row's length plus its depth. Call :meth:`keep` for every row
+        returns each row's logits ``[n_out, width]`` after its last ``n_out`` fed tokens. Each
+        token attends to its row's cached tokens and its ancestors in the feed, at the position
+        of the row's length plus its depth. Call :meth:`keep` for every row
         before the next forward."""
         if len(feeds) != len(self.tokens):
             raise ValueError(f"{len(feeds)} feeds for {len(self.tokens)} rows")
@@ -186,8 +187,8 @@ class BatchCache:
                 **{self._cache_arg: self.cache, LAYOUT: layout},
                 **keep,
             )
-        flat = vocabulary_rows(out.logits[0] if self._keep_arg else out.logits[0, wanted], self.width)
-        return list(flat.split([n_out for _, _, n_out in feeds]))
+        flat = LogitRows(out.logits[0] if self._keep_arg else out.logits[0, wanted], self.width)
+        return flat.split([n_out for _, _, n_out in feeds])
 
     def keep(self, row: int, kept: list[int]) -> None:
         """After :meth:`logits`: ``row`` keeps the fed tokens ``kept`` (indices into its feed, in

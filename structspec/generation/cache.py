@@ -8,6 +8,8 @@ import sys
 
 import torch
 
+from structspec.generation.logit_rows import LogitRows
+
 
 def logits_width(model: torch.nn.Module) -> int:
     """The number of logits a model emits per position."""
@@ -38,10 +40,10 @@ class CachedModel:
         self._cache_arg = "cache" if _takes(type(model), "cache") else "past_key_values"
         self._additive_mask = getattr(_text_config(model), "_attn_implementation", None) == "eager"
 
-    def logits(self, sequence: list[int], n_out: int) -> torch.Tensor:
-        """Float32 CPU logits ``[n_out, width]`` predicting the token after each of the last
-        ``n_out`` positions of ``sequence`` (padded with -inf or trimmed to ``width``). They come
-        to the CPU because masks, sampling and the seeded generator live there."""
+    def logits(self, sequence: list[int], n_out: int) -> LogitRows:
+        """Logits ``[n_out, width]`` predicting the token after each of the last ``n_out``
+        positions of ``sequence`` (padded with -inf or trimmed to ``width``); rows read as
+        float32 CPU tensors, where masks, sampling and the seeded generator live."""
         if not 1 <= n_out <= len(sequence):
             raise ValueError(f"n_out must lie in [1, {len(sequence)}], got {n_out}")
         keep = self._reuse(sequence, len(sequence) - n_out)
@@ -55,7 +57,7 @@ class CachedModel:
                 **kwargs,
             )
         self.tokens.extend(feed)
-        return self._rows(out.logits[0, -n_out:])
+        return LogitRows(out.logits[0, -n_out:], self.width)
 
     def pending(self, sequence: list[int]) -> int:
         """How many tokens :meth:`logits` would feed for ``sequence`` (at least its last)."""
@@ -75,7 +77,7 @@ class CachedModel:
                 self.cache.update(layer.keys[..., :n, :].clone(), layer.values[..., :n, :].clone(), index)
         self.tokens = list(sequence[:n])
 
-    def tree_logits(self, sequence: list[int], nodes: list[int], parents: list[int]) -> torch.Tensor:
+    def tree_logits(self, sequence: list[int], nodes: list[int], parents: list[int]) -> LogitRows:
         """Logits ``[1 + len(nodes), width]`` after ``sequence`` (row 0) and after each node of a
         draft tree (row ``1 + i``), from one forward. Node ``i`` holds token ``nodes[i]`` and
         follows node ``parents[i]`` (-1: the end of ``sequence``); parents come before their
@@ -110,7 +112,7 @@ class CachedModel:
                 **kwargs,
             )
         self.tokens.extend(sequence[keep:] + nodes)
-        return self._rows(out.logits[0, -(len(nodes) + 1) :])
+        return LogitRows(out.logits[0, -(len(nodes) + 1) :], self.width)
 
     def keep(self, length: int, path: list[int]) -> None:
         """After :meth:`tree_logits` over a sequence of ``length`` tokens: keep in the cache
@@ -145,22 +147,6 @@ class CachedModel:
         dtype = next(self.model.parameters()).dtype
         additive = torch.zeros(allowed.shape, dtype=dtype, device=self._device)
         return additive.masked_fill(~allowed, torch.finfo(dtype).min)
-
-    def _rows(self, logits: torch.Tensor) -> torch.Tensor:
-        return vocabulary_rows(logits, self.width)
-
-
-def vocabulary_rows(logits: torch.Tensor, width: int) -> torch.Tensor:
-    """Logits ``[n, any]`` as float32 CPU rows ``[n, width]`` (padded with -inf or trimmed): masks,
-    sampling and the seeded generator live on the CPU."""
-    logits = logits.float().cpu()
-    have, n_out = logits.shape[-1], logits.shape[0]
-    if have > width:
-        return logits[:, :width]
-    if have < width:
-        pad = logits.new_full((n_out, width - have), float("-inf"))
-        return torch.cat([logits, pad], dim=-1)
-    return logits
 
 
 def tree_attention(model: torch.nn.Module) -> bool:

@@ -372,12 +372,13 @@ class ModelDrafter:
             sequence = context + tokens
             fed = self.runner.pending(sequence)
             with stats.timing("draft"):
-                row = self.runner.logits(sequence, 1)[0]
+                rows = self.runner.logits(sequence, 1)
             stats.draft_forwards += 1
             if self.sampling.greedy:
                 with stats.timing("mask"):
-                    token, q = matcher.masked_argmax(row), None
+                    token, q = rows.masked_argmax(0, matcher), None
             else:
+                row = rows[0]
                 with stats.timing("mask"):
                     matcher.apply_mask(row)
                 with stats.timing("draft"):

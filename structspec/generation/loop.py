@@ -16,6 +16,7 @@ import torch
 
 from structspec.generation.cache import CachedModel
 from structspec.generation.chain import Draft, DraftChain
+from structspec.generation.logit_rows import LogitRows
 from structspec.generation.prefetch import MaskPrefetch
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
@@ -68,7 +69,7 @@ class Decoding:
             return Draft(end=self.matcher.copy())
         return self.chain.draft(self.sequence, self.matcher.copy(), min(room, self.max_draft), self.stats)
 
-    def commit(self, logits: torch.Tensor, draft: Draft) -> tuple[list[int], list[int]]:
+    def commit(self, logits: LogitRows, draft: Draft) -> tuple[list[int], list[int]]:
         """Verify ``draft`` against the target's rows ``logits`` (after the sequence, then after
         each draft node) and commit; returns the accepted nodes and the committed tokens."""
         self.stats.target_forwards += 1

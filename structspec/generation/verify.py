@@ -6,13 +6,14 @@ import torch
 
 from structspec.generation.budget import replacement
 from structspec.generation.chain import Draft
+from structspec.generation.logit_rows import LogitRows
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
-from structspec.masks.matcher import Matcher, numpy_view
+from structspec.masks.matcher import Matcher
 
 
 def verify(
-    logits: torch.Tensor,
+    logits: LogitRows,
     draft: Draft,
     matcher: Matcher,
     sampling: Sampling,
@@ -46,19 +47,17 @@ def verify(
 
     timer = stats.timing("mask")
     greedy = sampling.greedy
-    rows = numpy_view(logits) if greedy else None  # one view for the round, not one a row
 
     def step(index: int, depth: int, given: int | None = None) -> tuple[int, int]:
         """Choose the token at ``depth`` from row ``index`` -- ``given`` when the caller chose
         it (a draft model's token that passed, or the resample after one failed), else one
-        from the masked distribution (its argmax when greedy, read from the rows' numpy view
-        where there is one) -- and advance ``matcher`` by it (see :func:`settle`); returns
-        ``(chosen, taken)``. A greedy row's choice and step are timed as one block."""
+        from the masked distribution (its argmax when greedy) -- and advance ``matcher`` by it
+        (see :func:`settle`); returns ``(chosen, taken)``. A greedy row's choice and step are timed as one block."""
         if given is not None:
             chosen = given
         elif greedy:
             with timer:
-                chosen = matcher.masked_argmax(logits[index] if rows is None else rows[index])
+                chosen = logits.masked_argmax(index, matcher)
                 return chosen, settle(chosen, index, depth)
         else:
             row = logits[index]

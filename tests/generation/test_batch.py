@@ -199,7 +199,7 @@ def _small(attention: str):
 
 def _alone(model, sequence: list[int], tokens: list[int], parents: list[int]) -> torch.Tensor:
     cached = CachedModel(model, VOCAB, trees=True)
-    return cached.tree_logits(sequence, tokens, parents)
+    return cached.tree_logits(sequence, tokens, parents).cpu()
 
 
 TREES = st.lists(st.integers(-1, 6), min_size=0, max_size=6).map(
@@ -246,7 +246,7 @@ def test_rows_see_only_their_own_tokens(attention: str, alone_gain: int, prompts
         for row, (sequence, (fed, _, _)) in enumerate(zip(sequences, feeds, strict=True)):
             pending = len(fed) - len(parents)
             expected = _alone(model, sequence, fed[pending:], parents)
-            torch.testing.assert_close(got[row], expected, atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(got[row].cpu(), expected, atol=1e-4, rtol=1e-4)
             node = data.draw(st.integers(-1, len(parents) - 1))
             path = []
             while node >= 0:
@@ -280,7 +280,7 @@ def test_rows_that_left_are_kept_for_later_prompts_to_share() -> None:
     assert cache.held(later) == (5, cache.kept[0][1])
     cache.add([later])
     assert cache.tokens[0] == later[:5]
-    got = cache.logits([fed(later[5:])])[0]
+    got = cache.logits([fed(later[5:])])[0].cpu()
     torch.testing.assert_close(got, _alone(model, later, [], []), atol=1e-4, rtol=1e-4)
     cache.keep(0, [0, 1])
     for token in (8, 9, 10):  # more rows come and go: only the latest KEPT_ROWS stay

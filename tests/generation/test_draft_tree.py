@@ -23,6 +23,7 @@ from structspec import Grammar, Vocabulary
 from structspec import compile as compile_grammar
 from structspec.generation.cache import CachedModel, tree_attention
 from structspec.generation.chain import Draft
+from structspec.generation.logit_rows import LogitRows
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
 from structspec.generation.verify import verify
@@ -170,7 +171,8 @@ def test_the_target_token_picks_the_child_so_samples_follow_the_masked_target() 
     counts: dict[tuple, int] = {}
     n = 6000
     for _ in range(n):
-        path, token = verify(logits.clone(), draft, compiled.matcher(), sampling, rng, Stats())
+        rows = LogitRows(logits.clone(), logits.shape[-1])
+        path, token = verify(rows, draft, compiled.matcher(), sampling, rng, Stats())
         tokens = [draft.tokens[node] for node in path] + ([] if token is None else [token])
         key = (tokens[0], tokens[1] if len(tokens) > 1 else None)
         counts[key] = counts.get(key, 0) + 1
@@ -294,6 +296,7 @@ def test_verify_taking_over_the_drafts_matcher_is_stepping_again(data, greedy: b
     for given_end in (end, None):
         stepped = Draft(draft.tokens, draft.sources, draft.qs, draft.parents, draft.line, draft.forks, given_end)
         matcher, stats = start.copy(), Stats()
-        out = verify(logits.clone(), stepped, matcher, sampling, torch.Generator().manual_seed(7), stats, left)
+        rows = LogitRows(logits.clone(), 7)
+        out = verify(rows, stepped, matcher, sampling, torch.Generator().manual_seed(7), stats, left)
         results.append((out, matcher.state, matcher.num_tokens, matcher.is_finished(), stats.budget_cuts))
     assert results[0] == results[1]

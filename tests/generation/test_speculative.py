@@ -31,6 +31,7 @@ from structspec.generation import Generator, SpecConfig
 from structspec.generation.adaptive import ForwardCost
 from structspec.generation.budget import fits
 from structspec.generation.chain import Draft
+from structspec.generation.logit_rows import LogitRows
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import SourceStats, Stats
 from structspec.generation.verify import verify
@@ -133,7 +134,7 @@ def test_adopting_a_cache_holds_the_shared_prefix_and_gives_the_same_logits() ->
     adopted = CachedModel(model, 64)
     adopted.adopt(donor, sequence)
     assert adopted.tokens == [5, 6, 7, 8]
-    torch.testing.assert_close(adopted.logits(sequence, 2), CachedModel(model, 64).logits(sequence, 2),
+    torch.testing.assert_close(adopted.logits(sequence, 2).cpu(), CachedModel(model, 64).logits(sequence, 2).cpu(),
                                atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="only an empty cache"):
         adopted.adopt(donor, sequence)
@@ -281,7 +282,7 @@ def test_verify_one_step_is_exact_for_sampled_and_one_hot_drafts() -> None:
             token = int(torch.multinomial(q_model, 1, generator=rng)) if q is not None else 2
             draft = Draft()
             draft.extend([token], [q], "draft" if q is not None else "ngram")
-            path, bonus = verify(logits.clone(), draft, compiled.matcher(), sampling, rng, Stats())
+            path, bonus = verify(LogitRows(logits.clone(), 6), draft, compiled.matcher(), sampling, rng, Stats())
             first = token if path else bonus
             counts[(first,)] = counts.get((first,), 0) + 1
         expected = {(i,): float(p[i]) for i in range(4)}
@@ -291,23 +292,26 @@ def test_verify_one_step_is_exact_for_sampled_and_one_hot_drafts() -> None:
 SPECIAL_LOGITS = st.sampled_from([float("-inf"), -1.0, 0.0, 0.5, 2.0, float("inf"), float("nan")])
 
 
-@given(st.lists(SPECIAL_LOGITS, min_size=6, max_size=6), st.sampled_from([b"", b"a", b"c"]))
-def test_verify_greedy_choice_is_masked_argmax(row: list[float], prefix: bytes) -> None:
-    """verify's greedy token (:meth:`Matcher.masked_argmax`: the row's argmax through numpy,
-    replaced from the mask bits only when forbidden) is torch's argmax of the masked row, on rows full of ties,
-    infinities and NaN."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@given(st.lists(SPECIAL_LOGITS, min_size=6, max_size=8), st.sampled_from([b"", b"a", b"c"]))
+def test_verify_greedy_choice_is_masked_argmax(dtype: torch.dtype, row: list[float], prefix: bytes) -> None:
+    """verify's greedy token is torch's argmax of the masked row, on rows full of ties,
+    infinities and NaN, wider than the vocabulary or not: float32 rows read through numpy
+    (:meth:`Matcher.masked_argmax`), other rows (as an accelerator's stay) through the argmax of
+    the whole block, a row read only when its argmax is forbidden."""
     vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"d", b"e", None], eos_ids=[5])
     compiled = compile_grammar(Grammar.from_gbnf("root ::= [a-d] [a-e]"), vocab)
     matcher, oracle = compiled.matcher(), compiled.matcher()
     for walker in (matcher, oracle):
         walker.accept_tokens([b"abcde".index(prefix)] if prefix else [])
-    logits = torch.tensor([row])
-    expected = int(oracle.apply_mask(logits[0].clone()).argmax())
+    logits = torch.tensor([row], dtype=dtype)
+    expected = int(oracle.apply_mask(logits[0, :6].float().clone()).argmax())
+    rows = LogitRows(logits, 6)
     if not oracle.allows(expected):  # an all -inf row once masked: both read a forbidden token
         with pytest.raises(RuntimeError, match="forbids"):
-            verify(logits, Draft(), matcher, Sampling(), torch.Generator(), Stats())
+            verify(rows, Draft(), matcher, Sampling(), torch.Generator(), Stats())
         return
-    assert verify(logits, Draft(), matcher, Sampling(), torch.Generator(), Stats()) == ([], expected)
+    assert verify(rows, Draft(), matcher, Sampling(), torch.Generator(), Stats()) == ([], expected)
 
 
 def _allowed_argmax_by_masking(row: np.ndarray, words: np.ndarray, size: int) -> int:
