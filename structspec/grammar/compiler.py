@@ -20,7 +20,7 @@ import numpy as np
 from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.grammar.ruleset import RuleSet, shared_move_rows
 from structspec.grammar.utf8 import utf8_sequences
-from structspec.ir._byte_automata import AutomatonLimit, place_rule_tables, rule_automaton, rule_key
+from structspec.ir._byte_automata import AutomatonLimit, cut_per_state, place_rule_tables, rule_automaton, rule_key
 from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef
 from structspec.lru import BoundedCache
@@ -364,8 +364,9 @@ def _symbol_edges(
 ) -> tuple[list[tuple[tuple[int, int], ...]], list[tuple[tuple[int, int], ...]]]:
     """Each state's rule calls ``(callee start, target - state)`` and token edges ``(token
     reference, target)``, in the order of the automata's symbol edges. The edges of all rules
-    are numbered as arrays at once and cut into per-state tuples by slicing (a schema grammar
-    has thousands: per-edge Python work was half of assembling one); equal call tuples are shared."""
+    are numbered as arrays at once and cut into per-state tuples by one native pass (a schema
+    grammar has thousands: per-edge Python work was half of assembling one); equal call tuples
+    are shared."""
     refs: list[tuple[tuple[int, int], ...]] = [()] * total
     token_edges: list[tuple[tuple[int, int], ...]] = [()] * total
     counts = [len(layout.calls[0]) for layout in layouts]
@@ -384,7 +385,6 @@ def _symbol_edges(
     order = np.argsort(state, kind="stable")  # a state's edges keep their order
     state, symbol, target = state[order], symbol[order], target[order]
     rule = is_rule[symbol]
-    shared: dict[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] = {}  # equal relative calls, once
     for wanted, out in ((True, refs), (False, token_edges)):
         picked = rule if wanted else ~rule
         if not picked.any():
@@ -392,13 +392,7 @@ def _symbol_edges(
         at, moves = state[picked], target[picked]
         if wanted:
             moves = moves - at
-        pairs = list(zip(numbers[symbol[picked]].tolist(), moves.tolist(), strict=True))
-        cuts = np.flatnonzero(at[1:] != at[:-1]) + 1
-        starts = [0, *cuts.tolist()]
-        ends = [*starts[1:], len(pairs)]
-        for q, a, b in zip(at[starts].tolist(), starts, ends, strict=True):
-            edges = tuple(pairs[a:b])
-            out[q] = shared.setdefault(edges, edges) if wanted else edges
+        cut_per_state(out, at, numbers[symbol[picked]], moves, wanted)  # equal relative calls, once
     return refs, token_edges
 
 

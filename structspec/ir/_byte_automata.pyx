@@ -704,6 +704,21 @@ def relative_move_rows(const int32_t[:, ::1] table, int64_t narrow_reach):
     return ordered, group_array
 
 
+def cut_per_state(list out, const int64_t[::1] at, const int64_t[::1] first, const int64_t[::1] second,
+                  bint share):
+    """Write the pairs ``(first[i], second[i])``, sorted by their state ``at[i]``, into ``out``
+    as one tuple per state, in their order; with ``share``, equal tuples are one object."""
+    cdef Py_ssize_t n = at.shape[0], i = 0, j, x
+    cdef dict shared = {}
+    while i < n:
+        j = i + 1
+        while j < n and at[j] == at[i]:
+            j += 1
+        edges = tuple([(first[x], second[x]) for x in range(i, j)])
+        out[at[i]] = shared.setdefault(edges, edges) if share else edges
+        i = j
+
+
 ctypedef fused _local_target:
     int8_t
     int16_t
