@@ -197,19 +197,25 @@ def walk(expr: Expr) -> list[Expr]:
 
 def height(expr: Expr) -> int:
     """How deep sequences, alternatives and repetitions nest in ``expr`` (a leaf is 0), as the
-    GBNF parser counts it for its nesting limit."""
+    GBNF parser counts it for its nesting limit: the levels of the tree that hold such a node
+    (one pass per level, without a depth kept per node)."""
     deepest = 0
-    stack = [(expr, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (Seq, Alt)):
-            depth += 1
-            stack += [(item, depth) for item in node.items]
-        elif isinstance(node, Rep):
-            depth += 1
-            stack.append((node.item, depth))
-        deepest = max(deepest, depth)
-    return deepest
+    level = [expr]
+    while True:
+        below: list[Expr] = []
+        nested = False
+        for node in level:
+            kind = type(node)
+            if kind is Seq or kind is Alt:
+                below += node.items  # type: ignore[attr-defined]
+                nested = True
+            elif kind is Rep:
+                below.append(node.item)  # type: ignore[attr-defined]
+                nested = True
+        if not nested:
+            return deepest
+        deepest += 1
+        level = below
 
 
 EMPTY = Lit("")
