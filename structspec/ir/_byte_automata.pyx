@@ -286,6 +286,49 @@ def rule_key(body, table, inline):
     return tuple(atoms), tuple(named)
 
 
+SATURATED = 1 << 62
+"""Where :func:`inline_estimate` stops counting (any larger count reads as this)."""
+
+
+cdef inline int64_t _plus(int64_t a, int64_t b) noexcept:
+    return a + b if a + b < SATURATED else SATURATED  # both at most SATURATED: no overflow
+
+
+cdef int64_t _estimate(object node, set inline, dict estimates, object sequences) except -1:
+    kind = type(node)
+    cdef int64_t total, copies
+    if kind is Seq or kind is Alt:
+        total = 2
+        for child in node.items:
+            total = _plus(total, _estimate(child, inline, estimates, sequences))
+        return total
+    if kind is Ref:
+        return estimates[node.name] if node.name in inline else 1
+    if kind is Lit:
+        return len(node.text.encode("utf-8")) + 1
+    if kind is CharClass or kind is Chars:
+        total = 1
+        for found in sequences(node.code_points() if kind is CharClass else node.charset.ranges):
+            total += len(found)
+        return total
+    if kind is TokenRef:
+        return 1
+    copies = min(max(node.low, 1) if node.high is None else max(node.high, 1), SATURATED)
+    total = _estimate(node.item, inline, estimates, sequences)
+    total = total * copies if total <= SATURATED // copies else SATURATED
+    return _plus(total, 2)
+
+
+def inline_estimate(body, set inline, dict estimates, sequences):
+    """NFA states ``body`` takes with the rules of ``inline`` (their ``estimates``) built in
+    place: 2 per sequence, alternation or repetition node besides its parts, a repetition's
+    item once per copy it may need, a literal's bytes plus one, a class's UTF-8 byte ranges
+    (``sequences`` of its code points) plus one, a called rule or token 1. Counts past
+    :data:`SATURATED` read as it. (Here rather than in Python: it visits every node of every
+    rule of a grammar once.)"""
+    return _estimate(body, inline, estimates, sequences)
+
+
 cdef int _compare(const void* a, const void* b) noexcept nogil:
     cdef int32_t x = (<int32_t*> a)[0]
     cdef int32_t y = (<int32_t*> b)[0]
