@@ -165,9 +165,24 @@ class Rule:
 
     @cached_property
     def _parts(self) -> tuple[tuple[Ref, ...], tuple[Rep, ...], int]:
-        # One walk, kept: the analyses and the compiler each read the references.
-        nodes = walk(self.body)
-        return (tuple(n for n in nodes if type(n) is Ref), tuple(n for n in nodes if type(n) is Rep), len(nodes))
+        # One walk, kept: the analyses and the compiler each read the references. (The walk of
+        # :func:`walk`, sorting the nodes as it goes rather than listing them all first.)
+        refs: list[Ref] = []
+        reps: list[Rep] = []
+        size = 0
+        stack = [self.body]
+        while stack:
+            node = stack.pop()
+            size += 1
+            kind = type(node)
+            if kind is Seq or kind is Alt:
+                stack += node.items[::-1]  # type: ignore[attr-defined]
+            elif kind is Rep:
+                reps.append(node)  # type: ignore[arg-type]
+                stack.append(node.item)  # type: ignore[attr-defined]
+            elif kind is Ref:
+                refs.append(node)  # type: ignore[arg-type]
+        return tuple(refs), tuple(reps), size
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:

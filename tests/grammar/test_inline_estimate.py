@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from structspec.ir._byte_automata import SATURATED, inline_estimate
 
 from structspec.grammar.utf8 import utf8_sequences
-from structspec.ir._byte_automata import SATURATED, inline_estimate
 from structspec.ir.charset import CharSet
 from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Seq, TokenRef
 

@@ -1,15 +1,15 @@
 """``height`` (``ir/expr.py``), counted level by level, is the nesting depth the GBNF parser
 counts: checked against the recursive definition on random expressions, empty sequences and
-alternatives included."""
+alternatives included; a rule's references, repetitions and size are those of ``walk``."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from structspec.ir.expr import Alt, Expr, Lit, Ref, Rep, Seq, height
+from structspec.ir.expr import Alt, Expr, Lit, Ref, Rep, Rule, Seq, height, walk
 
-leaves = st.sampled_from([Lit("a"), Lit(""), Ref("r")])
+leaves = st.sampled_from([Lit("a"), Lit(""), Ref("r"), Ref("s")])
 expressions = st.recursive(
     leaves,
     lambda inner: st.one_of(
@@ -40,3 +40,13 @@ def test_deep_chains() -> None:
     for depth in range(1, 300):
         expr = Seq((Lit("a"), expr)) if depth % 2 else Rep(expr, 0, None)
     assert height(expr) == 299
+
+
+@settings(max_examples=300, deadline=None)
+@given(expressions)
+def test_rule_parts_are_those_of_the_walk(expr: Expr) -> None:
+    nodes = walk(expr)
+    rule = Rule("r", expr)
+    assert rule.refs == tuple(n for n in nodes if type(n) is Ref)
+    assert rule.reps == tuple(n for n in nodes if type(n) is Rep)
+    assert rule.size == len(nodes)
