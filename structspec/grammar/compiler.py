@@ -20,9 +20,16 @@ import numpy as np
 from structspec.grammar.gbnf.diagnostics import Diagnostic
 from structspec.grammar.ruleset import RuleSet, shared_move_rows
 from structspec.grammar.utf8 import utf8_sequences
-from structspec.ir._byte_automata import AutomatonLimit, place_rule_tables, rule_automaton, rule_key
+from structspec.ir._byte_automata import (
+    AutomatonLimit,
+    cut_per_state,
+    inline_estimate,
+    place_rule_tables,
+    rule_automaton,
+    rule_key,
+)
 from structspec.ir.byte_automaton import ByteAutomaton
-from structspec.ir.expr import Alt, CharClass, Chars, Expr, Lit, Ref, Rep, Rule, Seq, TokenRef
+from structspec.ir.expr import Alt, Expr, Ref, Rep, Rule, Seq, TokenRef
 from structspec.lru import BoundedCache
 
 INLINE_LIMIT = 400  # estimated NFA states up to which a non-recursive rule is inlined
@@ -233,34 +240,10 @@ def _inlinable(
     for name in reversed(_topological(graph, names)):
         if name in recursive or name in shared_loops:
             continue
-        estimates[name] = _estimate(table[name].body, inline, estimates)
+        estimates[name] = inline_estimate(table[name].body, inline, estimates, utf8_sequences)
         if estimates[name] <= INLINE_LIMIT:
             inline.add(name)
     return inline
-
-
-def _estimate(node: Expr, inline: set[str], estimates: Mapping[str, int]) -> int:
-    """NFA states ``node`` takes, the rules of ``inline`` (with their ``estimates``) built in
-    place. (A module function rather than a closure: recursive closures form reference cycles,
-    which would keep the rule table alive until the next collection.)"""
-    kind = type(node)  # compared by identity (no node type is subclassed): this runs per node of every rule
-    if kind is Seq or kind is Alt:
-        total = 2
-        for child in node.items:  # type: ignore[attr-defined]  # a loop, not sum() over a generator
-            total += _estimate(child, inline, estimates)
-        return total
-    if kind is Ref:
-        return estimates[node.name] if node.name in inline else 1  # type: ignore[attr-defined]
-    if kind is Lit:
-        return len(node.text.encode("utf-8")) + 1  # type: ignore[attr-defined]
-    if kind is CharClass or kind is Chars:
-        ranges = node.code_points() if kind is CharClass else node.charset.ranges  # type: ignore[attr-defined]
-        return sum(len(seq) for seq in utf8_sequences(ranges)) + 1
-    if kind is TokenRef:
-        return 1
-    assert isinstance(node, Rep)
-    copies = max(node.low, 1) if node.high is None else max(node.high, 1)
-    return _estimate(node.item, inline, estimates) * copies + 2
 
 
 def _recursive_rules(graph: Mapping[str, Collection[str]], names: list[str]) -> set[str]:
@@ -364,8 +347,9 @@ def _symbol_edges(
 ) -> tuple[list[tuple[tuple[int, int], ...]], list[tuple[tuple[int, int], ...]]]:
     """Each state's rule calls ``(callee start, target - state)`` and token edges ``(token
     reference, target)``, in the order of the automata's symbol edges. The edges of all rules
-    are numbered as arrays at once and cut into per-state tuples by slicing (a schema grammar
-    has thousands: per-edge Python work was half of assembling one); equal call tuples are shared."""
+    are numbered as arrays at once and cut into per-state tuples by one native pass (a schema
+    grammar has thousands: per-edge Python work was half of assembling one); equal call tuples
+    are shared."""
     refs: list[tuple[tuple[int, int], ...]] = [()] * total
     token_edges: list[tuple[tuple[int, int], ...]] = [()] * total
     counts = [len(layout.calls[0]) for layout in layouts]
@@ -384,7 +368,6 @@ def _symbol_edges(
     order = np.argsort(state, kind="stable")  # a state's edges keep their order
     state, symbol, target = state[order], symbol[order], target[order]
     rule = is_rule[symbol]
-    shared: dict[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] = {}  # equal relative calls, once
     for wanted, out in ((True, refs), (False, token_edges)):
         picked = rule if wanted else ~rule
         if not picked.any():
@@ -392,13 +375,7 @@ def _symbol_edges(
         at, moves = state[picked], target[picked]
         if wanted:
             moves = moves - at
-        pairs = list(zip(numbers[symbol[picked]].tolist(), moves.tolist(), strict=True))
-        cuts = np.flatnonzero(at[1:] != at[:-1]) + 1
-        starts = [0, *cuts.tolist()]
-        ends = [*starts[1:], len(pairs)]
-        for q, a, b in zip(at[starts].tolist(), starts, ends, strict=True):
-            edges = tuple(pairs[a:b])
-            out[q] = shared.setdefault(edges, edges) if wanted else edges
+        cut_per_state(out, at, numbers[symbol[picked]], moves, wanted)  # equal relative calls, once
     return refs, token_edges
 
 

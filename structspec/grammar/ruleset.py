@@ -33,7 +33,7 @@ from weakref import WeakValueDictionary
 
 import numpy as np
 
-from structspec.ir._byte_automata import distinct_relative_rows
+from structspec.ir._byte_automata import relative_move_rows
 from structspec.ir.expr import TokenRef
 
 NARROW_REACH = np.iinfo(np.int16).max
@@ -83,26 +83,13 @@ class ByteMoves:
 
 def shared_move_rows(class_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(move_rows, move_row)`` of a dense class table (int32 ``[state, class]``, -1 = no
-    move): each distinct row of moves relative to its state once (int16 when every move stays
-    within ``NARROW_REACH`` states, else int32; :func:`no_move` for none), and each state's row."""
-    wide = np.iinfo(np.int32).min
-    if class_table.size:  # else no states, or no classes: one empty row at most
-        # Distinct rows found by hashing, then put in the order of their bytes (as np.unique sorts them).
-        first, group = distinct_relative_rows(np.ascontiguousarray(class_table, dtype=np.int32))
-        rows = class_table[first]
-        relative = np.ascontiguousarray(np.where(rows >= 0, rows - first[:, None], wide), dtype=np.int32)
-        whole_rows = relative.view(np.dtype((np.void, relative.itemsize * relative.shape[1]))).ravel()
-        order = np.argsort(whole_rows, kind="stable")
-        rank = np.empty(len(order), dtype=np.int32)
-        rank[order] = np.arange(len(order), dtype=np.int32)
-        relative, move_row = relative[order], rank[group]
-    else:
-        relative = np.full((min(len(class_table), 1), class_table.shape[1]), wide, dtype=np.int32)
-        move_row = np.zeros(len(class_table), dtype=np.int32)
-    moving = relative != wide
-    if not moving.any() or np.abs(relative[moving]).max() <= NARROW_REACH:
-        relative = np.where(moving, relative, np.iinfo(np.int16).min).astype(np.int16)
-    return relative, move_row
+    move): each distinct row of moves relative to its state once, in the order of its bytes
+    (int16 when every move stays within ``NARROW_REACH`` states, else int32; :func:`no_move`
+    for none), and each state's row."""
+    if class_table.size:
+        return relative_move_rows(np.ascontiguousarray(class_table, dtype=np.int32), NARROW_REACH)
+    empty = np.full((min(len(class_table), 1), class_table.shape[1]), np.iinfo(np.int16).min, dtype=np.int16)
+    return empty, np.zeros(len(class_table), dtype=np.int32)  # no states, or no classes: one empty row at most
 
 
 @dataclass(frozen=True, eq=False)

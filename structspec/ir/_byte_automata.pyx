@@ -22,7 +22,7 @@ arrays would let it run without the GIL. For the small rules schema grammars are
 one subset cost.
 """
 
-from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, qsort, realloc
 from libc.string cimport memcmp
 
@@ -284,6 +284,49 @@ def rule_key(body, table, inline):
             for pair in ranges:
                 atoms += pair
     return tuple(atoms), tuple(named)
+
+
+SATURATED = 1 << 62
+"""Where :func:`inline_estimate` stops counting (any larger count reads as this)."""
+
+
+cdef inline int64_t _plus(int64_t a, int64_t b) noexcept:
+    return a + b if a + b < SATURATED else SATURATED  # both at most SATURATED: no overflow
+
+
+cdef int64_t _estimate(object node, set inline, dict estimates, object sequences) except -1:
+    kind = type(node)
+    cdef int64_t total, copies
+    if kind is Seq or kind is Alt:
+        total = 2
+        for child in node.items:
+            total = _plus(total, _estimate(child, inline, estimates, sequences))
+        return total
+    if kind is Ref:
+        return estimates[node.name] if node.name in inline else 1
+    if kind is Lit:
+        return len(node.text.encode("utf-8")) + 1
+    if kind is CharClass or kind is Chars:
+        total = 1
+        for found in sequences(node.code_points() if kind is CharClass else node.charset.ranges):
+            total += len(found)
+        return total
+    if kind is TokenRef:
+        return 1
+    copies = min(max(node.low, 1) if node.high is None else max(node.high, 1), SATURATED)
+    total = _estimate(node.item, inline, estimates, sequences)
+    total = total * copies if total <= SATURATED // copies else SATURATED
+    return _plus(total, 2)
+
+
+def inline_estimate(body, set inline, dict estimates, sequences):
+    """NFA states ``body`` takes with the rules of ``inline`` (their ``estimates``) built in
+    place: 2 per sequence, alternation or repetition node besides its parts, a repetition's
+    item once per copy it may need, a literal's bytes plus one, a class's UTF-8 byte ranges
+    (``sequences`` of its code points) plus one, a called rule or token 1. Counts past
+    :data:`SATURATED` read as it. (Here rather than in Python: it visits every node of every
+    rule of a grammar once.)"""
+    return _estimate(body, inline, estimates, sequences)
 
 
 cdef int _compare(const void* a, const void* b) noexcept nogil:
@@ -595,13 +638,59 @@ cdef inline bint _same_row(const int32_t[:, ::1] table, Py_ssize_t a, Py_ssize_t
     return True
 
 
-def distinct_relative_rows(const int32_t[:, ::1] table):
-    """``(first, group)`` of a dense move table (int32 ``[state, class]``, -1 = no move), its rows
-    read relative to their state (target - state, no move apart): ``first[g]`` is the first state
-    whose relative row is the g-th distinct one (in order of first appearance), ``group[q]`` the
-    number of state ``q``'s row. One pass, rows hashed into an open-addressed table."""
-    cdef Py_ssize_t n = table.shape[0], k = table.shape[1], q, j, slot, size = 1, count = 0
+cdef void _sort_rows(int32_t* order, int32_t* spare, Py_ssize_t count, const int32_t* rows,
+                     Py_ssize_t k) noexcept nogil:
+    """``order`` (0 .. count - 1) sorted by the rows' bytes (``memcmp``, as numpy orders whole rows
+    viewed as raw bytes): a bottom-up merge sort, ``spare`` as scratch."""
+    cdef Py_ssize_t width = 1, lo, mid, hi, i, j, out
+    cdef size_t size = <size_t>k * sizeof(int32_t)
+    cdef int32_t* source = order
+    cdef int32_t* target = spare
+    cdef int32_t* swap
+    while width < count:
+        lo = 0
+        while lo < count:
+            mid = min(lo + width, count)
+            hi = min(lo + 2 * width, count)
+            i, j, out = lo, mid, lo
+            while i < mid and j < hi:
+                if memcmp(rows + <Py_ssize_t>source[j] * k, rows + <Py_ssize_t>source[i] * k, size) < 0:
+                    target[out] = source[j]
+                    j += 1
+                else:
+                    target[out] = source[i]
+                    i += 1
+                out += 1
+            while i < mid:
+                target[out] = source[i]
+                i += 1
+                out += 1
+            while j < hi:
+                target[out] = source[j]
+                j += 1
+                out += 1
+            lo = hi
+        swap = source
+        source = target
+        target = swap
+        width *= 2
+    if source != order:
+        for i in range(count):
+            order[i] = source[i]
+
+
+def relative_move_rows(const int32_t[:, ::1] table, int64_t narrow_reach):
+    """``(move_rows, move_row)`` of a dense move table (int32 ``[state, class]``, -1 = no move;
+    at least one state and one class), its rows read relative to their state (target - state):
+    each distinct relative row once, in the order of its bytes, and the number of each state's
+    row. The rows are int16 (``INT16_MIN``: no move) when there is no move or none reaches past
+    ``narrow_reach`` states, else int32 (``INT32_MIN``). One pass hashes the rows into an
+    open-addressed table (compared on a hash match); only the distinct rows are sorted, and
+    written out narrowed, here rather than by numpy passes over them."""
+    cdef Py_ssize_t n = table.shape[0], k = table.shape[1], q, j, g, slot, size = 1, count = 0
     cdef uint64_t h
+    cdef int32_t value
+    cdef int64_t reach = -1  # the furthest move; -1 for none
     while size < 2 * n:
         size *= 2
     slots_array = np.full(size, -1, dtype=np.int32)
@@ -621,7 +710,56 @@ def distinct_relative_rows(const int32_t[:, ::1] table):
                 first[count] = <int32_t>q
                 count += 1
             group[q] = slots[slot]
-    return first_array[:count], group_array
+    rows_array = np.empty((count, k), dtype=np.int32)
+    order_array = np.arange(count, dtype=np.int32)
+    spare_array = np.empty(count, dtype=np.int32)
+    cdef int32_t[:, ::1] rows = rows_array
+    cdef int32_t[::1] order = order_array, spare = spare_array
+    with nogil:
+        for g in range(count):
+            for j in range(k):
+                value = _relative(table[first[g], j], first[g])
+                rows[g, j] = value
+                if value != -2147483648 and (value if value >= 0 else -<int64_t>value) > reach:
+                    reach = value if value >= 0 else -<int64_t>value
+        _sort_rows(&order[0], &spare[0], count, &rows[0, 0], k)
+        for g in range(count):
+            spare[order[g]] = <int32_t>g  # the rank of each row
+        for q in range(n):
+            group[q] = spare[group[q]]
+    cdef int16_t[:, ::1] narrow
+    cdef int32_t[:, ::1] wide
+    if reach <= narrow_reach or reach < 0:
+        ordered = np.empty((count, k), dtype=np.int16)
+        narrow = ordered
+        with nogil:
+            for g in range(count):
+                for j in range(k):
+                    value = rows[order[g], j]
+                    narrow[g, j] = -32768 if value == -2147483648 else <int16_t>value
+    else:
+        ordered = np.empty((count, k), dtype=np.int32)
+        wide = ordered
+        with nogil:
+            for g in range(count):
+                for j in range(k):
+                    wide[g, j] = rows[order[g], j]
+    return ordered, group_array
+
+
+def cut_per_state(list out, const int64_t[::1] at, const int64_t[::1] first, const int64_t[::1] second,
+                  bint share):
+    """Write the pairs ``(first[i], second[i])``, sorted by their state ``at[i]``, into ``out``
+    as one tuple per state, in their order; with ``share``, equal tuples are one object."""
+    cdef Py_ssize_t n = at.shape[0], i = 0, j, x
+    cdef dict shared = {}
+    while i < n:
+        j = i + 1
+        while j < n and at[j] == at[i]:
+            j += 1
+        edges = tuple([(first[x], second[x]) for x in range(i, j)])
+        out[at[i]] = shared.setdefault(edges, edges) if share else edges
+        i = j
 
 
 ctypedef fused _local_target:

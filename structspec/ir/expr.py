@@ -165,9 +165,24 @@ class Rule:
 
     @cached_property
     def _parts(self) -> tuple[tuple[Ref, ...], tuple[Rep, ...], int]:
-        # One walk, kept: the analyses and the compiler each read the references.
-        nodes = walk(self.body)
-        return (tuple(n for n in nodes if type(n) is Ref), tuple(n for n in nodes if type(n) is Rep), len(nodes))
+        # One walk, kept: the analyses and the compiler each read the references. (The walk of
+        # :func:`walk`, sorting the nodes as it goes rather than listing them all first.)
+        refs: list[Ref] = []
+        reps: list[Rep] = []
+        size = 0
+        stack = [self.body]
+        while stack:
+            node = stack.pop()
+            size += 1
+            kind = type(node)
+            if kind is Seq or kind is Alt:
+                stack += node.items[::-1]  # type: ignore[attr-defined]
+            elif kind is Rep:
+                reps.append(node)  # type: ignore[arg-type]
+                stack.append(node.item)  # type: ignore[attr-defined]
+            elif kind is Ref:
+                refs.append(node)  # type: ignore[arg-type]
+        return tuple(refs), tuple(reps), size
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:
@@ -197,19 +212,25 @@ def walk(expr: Expr) -> list[Expr]:
 
 def height(expr: Expr) -> int:
     """How deep sequences, alternatives and repetitions nest in ``expr`` (a leaf is 0), as the
-    GBNF parser counts it for its nesting limit."""
+    GBNF parser counts it for its nesting limit: the levels of the tree that hold such a node
+    (one pass per level, without a depth kept per node)."""
     deepest = 0
-    stack = [(expr, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (Seq, Alt)):
-            depth += 1
-            stack += [(item, depth) for item in node.items]
-        elif isinstance(node, Rep):
-            depth += 1
-            stack.append((node.item, depth))
-        deepest = max(deepest, depth)
-    return deepest
+    level = [expr]
+    while True:
+        below: list[Expr] = []
+        nested = False
+        for node in level:
+            kind = type(node)
+            if kind is Seq or kind is Alt:
+                below += node.items  # type: ignore[attr-defined]
+                nested = True
+            elif kind is Rep:
+                below.append(node.item)  # type: ignore[attr-defined]
+                nested = True
+        if not nested:
+            return deepest
+        deepest += 1
+        level = below
 
 
 EMPTY = Lit("")

@@ -43,7 +43,13 @@ from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema.encoding import QUOTE, json_string_literal
 from structspec.jsonschema.facets import Facet
 from structspec.jsonschema.resolve import Loc
-from structspec.jsonschema.strings import StringSpec, emit_json_dfa, string_automaton
+from structspec.jsonschema.strings import (
+    StringSpec,
+    emit_json_dfa,
+    name_exclusion,
+    plain_names,
+    string_automaton,
+)
 from structspec.regex.convert import pattern_language
 from structspec.regex.parse import RegexError, python_pattern
 
@@ -234,15 +240,20 @@ def _extra_members(
     try:
         names_dfa = _names_dfa(host, name_locs)
         every = len(groups) == 1 and len(next(iter(groups.values()))) == 2 ** len(patterns)
+        # the common case, "any name but the declared ones", is spelled from their trie directly
+        direct = every and names_dfa is None and witness is None and bool(known) and plain_names(known)
         for index, (key, subsets) in enumerate(groups.items()):
-            keys = _key_language(host, patterns, subsets, every, names_dfa, known)
-            if keys.empty:
+            keys = None if direct else _key_language(host, patterns, subsets, every, names_dfa, known)
+            if keys is not None and keys.empty:
                 continue
             suffix = "additional" if not key else f"extra-{index + 1}"
             value = host.value_rule(group_locs[key], f"{name}-{suffix}")
-            key_expr = host.builder.rule(f"{name}-{suffix}-key", _key_expr(host, keys, f"{name}-{suffix}-key"))
+            base = f"{name}-{suffix}-key"
+            spelled = name_exclusion(host, known, base) if keys is None else _key_expr(host, keys, base)
+            key_expr = host.builder.rule(base, spelled)
             branches.append(seq(QUOTE, key_expr, QUOTE, colon, value))
             if witness is not None:
+                assert keys is not None
                 proofs.append(_witness_member(host, witness, keys, group_locs[key], f"{name}-{suffix}", colon))
     except (TooComplexError, RegexError) as exc:
         host.relax(facets[0].loc.pointer, "patternProperties", f"property names: {exc}")

@@ -8,6 +8,7 @@ described in :mod:`structspec.jsonschema.encoding`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -27,9 +28,13 @@ from structspec.ir.automaton import (
 from structspec.ir.charset import ANY, CharSet
 from structspec.ir.expr import (
     EMPTY,
+    Alt,
     Expr,
+    Lit,
     MaybeExpr,
     Ref,
+    Rep,
+    Seq,
     alt,
     chars,
     length_range,
@@ -167,6 +172,75 @@ def emit_json_dfa(host: StringHost, dfa: DFA, base: str) -> MaybeExpr:
         edges[q] = labels
     accept = {q for q, ok in enumerate(dfa.accept) if ok} | {_FINAL}
     return emit_graph(edges, accept, 0, host, base, preset=names)
+
+
+MAX_NAME_DEPTH = 24  # trie levels nested in one rule (two or three expression levels each)
+
+
+def plain_names(names: list[str]) -> bool:
+    """Whether every character of ``names`` is spelled as itself (:data:`PLAIN_ASCII`), so
+    :func:`name_exclusion` applies."""
+    return all(ord(c) in PLAIN_ASCII for c in set("".join(names)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _other_plain(taken: str) -> MaybeExpr:
+    """One plain character not in ``taken``."""
+    return chars(PLAIN_ASCII - CharSet.chars(taken))
+
+
+def name_exclusion(host: StringHost, names: list[str], base: str) -> Expr:
+    """The JSON spellings of every string except ``names`` (at least one, all
+    :func:`plain_names`), built straight from their trie rather than by complementing an
+    automaton: the language :func:`emit_json_dfa` gives for the complement of
+    ``dfa_from_strings(names)``.
+
+    A trie node is optional unless it ends a name; it goes on with each child's character, or
+    leaves the trie with any other plain character or a non-ASCII or escaped one, after which
+    anything may follow (one rule, ``{base}-1``). Every :data:`MAX_NAME_DEPTH` levels a node
+    becomes a rule, so long names stay within the parser's nesting limit. The nodes are built
+    as :func:`~structspec.ir.expr.alt` and :func:`~structspec.ir.expr.seq` would build them
+    (their branches start with distinct characters and none is a single character), without
+    their merging passes."""
+    rest = host.fresh(f"{base}-1")
+    more = host.fresh(f"{rest}-more")
+    host.define(rest, seq(rep(chars(PLAIN_ASCII), 0, None), rep(Ref(more), 0, 1)) or EMPTY)
+    host.define(more, seq(alt(chars(NON_ASCII), _canonical_escape(host)), Ref(rest)) or EMPTY)
+    leave, after = Ref(more), Ref(rest)
+    children: list[dict[str, int]] = [{}]
+    ends = [False]
+    depth = [0]
+    for name in names:
+        q = 0
+        for c in name:
+            t = children[q].get(c)
+            if t is None:
+                t = len(ends)
+                children[q][c] = t
+                children.append({})
+                ends.append(False)
+                depth.append(depth[q] + 1)
+            q = t
+        ends[q] = True
+    after_name = Alt((Seq((chars(PLAIN_ASCII), after)), leave))  # a leaf: something more must follow
+    bodies: list[Expr] = [after_name] * len(ends)
+    for q in reversed(range(len(ends))):  # children were numbered after their parents
+        out = children[q]
+        if not out:
+            continue
+        taken = "".join(sorted(out))
+        branches: list[Expr] = [Seq((Lit(c), bodies[out[c]])) for c in taken]
+        other = _other_plain(taken)
+        if other is not None:
+            branches.append(Seq((other, after)))
+        branches.append(leave)
+        body: Expr = Alt(tuple(branches)) if ends[q] else Rep(Alt(tuple(branches)), 0, 1)
+        if q and depth[q] % MAX_NAME_DEPTH == 0:
+            named = host.fresh(f"{base}-{q + 1}")
+            host.define(named, body)
+            body = Ref(named)
+        bodies[q] = body
+    return bodies[0]
 
 
 def _canonical_escape(host: StringHost) -> Ref:

@@ -113,6 +113,14 @@ def test_random_regexes(pattern: str) -> None:
     assert_same_grammar(rules, text)
 
 
+def test_long_declared_names() -> None:
+    """Undeclared members' names exclude declared ones through rules cut every 24 levels."""
+    names = ["ab" * 40, "ab" * 39 + "c", "a/b c~", ""]
+    found = converted({"type": "object", "properties": {n: {"type": "integer"} for n in names}})
+    assert found is not None
+    assert_same_grammar(dict(found.rules), found.text)
+
+
 def test_maskbench_schemas() -> None:
     """Real schemas: a stratified MaskBench sample."""
     from _assets import load_case, maskbench_files, stratified_sample
