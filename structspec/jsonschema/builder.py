@@ -48,6 +48,7 @@ class GrammarBuilder:
         self.rules: dict[str, MaybeExpr] = {}
         self.reserved: set[str] = set()
         self.given: dict[str, ByteAutomaton] = {}
+        self.helpers: dict[str, str] = {}  # a helper's fixed name -> the rule it got
 
     def fresh(self, hint: str) -> str:
         """An unused rule name close to ``hint``."""
@@ -82,12 +83,16 @@ class GrammarBuilder:
         return Ref(name)
 
     def helper(self, name: str, make: Callable[[], Expr]) -> Ref:
-        """A shared rule with a fixed name (``string``, ``value``, ``ws``...), defined once."""
-        if name not in self.rules:
-            self.reserved.add(name)
-            self.rules[name] = None
-            self.rules[name] = make()
-        return Ref(name)
+        """A shared rule of the converter's own (``string``, ``value``, ``ws``...), made once
+        by ``make``. It is named ``name`` unless a schema's rule took that name first (a
+        definition called ``escape``); then it takes a fresh name, so that neither stands in
+        for the other."""
+        rule = self.helpers.get(name)
+        if rule is None:
+            rule = self.helpers[name] = self.fresh(name)
+            self.rules[rule] = None  # defined: a helper that refers to itself finds it
+            self.rules[rule] = make()
+        return Ref(rule)
 
     def finish(self, root: str = "root") -> tuple[dict[str, Rule], str] | None:
         """The rules reachable from ``root`` (``root`` first, then in definition order) and their
