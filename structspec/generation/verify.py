@@ -53,12 +53,20 @@ def verify(
         it (a draft model's token that passed, or the resample after one failed), else one
         from the masked distribution (its argmax when greedy, read from the rows' numpy view
         where there is one) -- and advance ``matcher`` by it (see :func:`settle`); returns
-        ``(chosen, taken)``. A greedy row's choice and step are timed as one block."""
+        ``(chosen, taken)``. A greedy row's choice and step are timed as one block. While the
+        path is the main line's start, a row whose argmax is the main line's token there needs
+        no mask: the chain's matcher took that token at this point (``Draft.end``)."""
         if given is not None:
             chosen = given
         elif greedy:
             with timer:
-                chosen = matcher.masked_argmax(logits[index] if rows is None else rows[index])
+                if rows is None:
+                    chosen = matcher.masked_argmax(logits[index])
+                else:
+                    row = rows[index]
+                    chosen = int(row.argmax())  # the lowest id among ties, NaN first, as masked_argmax's
+                    if not (on_line and chosen == tokens[line[depth]]):
+                        chosen = matcher.masked_argmax(row)
                 return chosen, settle(chosen, index, depth)
         else:
             row = logits[index]
