@@ -222,7 +222,7 @@ class NgramDrafter:
 
 
 MAX_SCANNED = 64  # occurrences of a suffix looked at, latest first
-SPANS_KEPT = 4096  # tokenized spans a spans cache holds, least recently used dropped first (up to ~3 MB)
+SPANS_KEPT = 4096  # spans a spans cache holds, least recently used dropped first (a few MB, 10 MB at most)
 BYTES_PER_TOKEN = 3  # bytes of a span tokenized per token wanted, up to the next word's end (see _tokens)
 _NOT_ENCODED: tuple[list[int], bool] = ([], False)
 
