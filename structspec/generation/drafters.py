@@ -14,6 +14,7 @@ from structspec.generation.cache import CachedModel, common_prefix
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
 from structspec.grammar.parse_state import ParseState
+from structspec.lru import BoundedCache
 from structspec.masks.compiled import CompiledGrammar
 from structspec.masks.matcher import Matcher
 
@@ -80,15 +81,17 @@ class NgramDrafter:
     name = "ngram"
     free = True  # a lookup, negligible beside a model forward
 
-    def __init__(self, max_bytes: int, min_bytes: int, span_bytes: int = 64) -> None:
+    def __init__(self, max_bytes: int, min_bytes: int, span_bytes: int = 64, spans: SpanTokens | None = None) -> None:
+        """``spans``: the tokenized spans to share with the other sequences over the same
+        vocabulary (a generator's, kept across its generations; see :meth:`_tokens`); a cache
+        of this drafter's own when not given."""
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
         self.span_bytes = span_bytes
         self._ids: list[int] = []  # the context of the last call, kept across rounds
         self._ends: list[int] = []  # where each of its tokens' bytes end in its text
         self._data = b""  # its text
-        # spans tokenized for this sequence: (tokens, whether of the whole span) (see _tokens)
-        self._encoded: dict[bytes, tuple[list[int], bool]] = {}
+        self._encoded = span_tokens() if spans is None else spans
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Proposal:
         vocabulary = matcher.compiled.vocabulary
@@ -146,29 +149,30 @@ class NgramDrafter:
         The tokenizer costs about a microsecond a byte and a draft takes a few tokens of a 64-byte
         span, so only the span's words up to a cut past ``limit`` tokens' worth of bytes
         (:func:`word_cut`) are tokenized when that gives ``limit`` tokens; and a span is
-        tokenized once per sequence: rounds often look up the same continuation again (a draft
-        the grammar or the round's budget cut short, a value's alternatives). Do not modify the
-        list."""
+        tokenized once per vocabulary (the spans cache, :func:`span_tokens`, is shared by a
+        generator's sequences): rounds often look up the same continuation again (a draft the
+        grammar or the round's budget cut short, a value's alternatives), and prompts share
+        text (a document or schema asked about again). Do not modify the list: it is shared."""
         end = line_end(span)
         if end > 0 or (end == 0 and written):
             closed = matcher.compiled.forced_after(matcher.state, span[:end] + b'"')
             if closed is not None:
                 return closed
-        tokens, whole = self._encoded.get(span, _NOT_ENCODED)
-        if whole or len(tokens) >= limit:
-            return tokens
-        if len(self._encoded) >= SPANS_KEPT:
-            self._encoded.clear()
+        cached, whole = self._encoded.get(span, _NOT_ENCODED)
+        if whole or len(cached) >= limit:
+            return cached
         vocabulary = matcher.compiled.vocabulary
-        cut = -1 if tokens else word_cut(span, BYTES_PER_TOKEN * limit)
+        cut = -1 if cached else word_cut(span, BYTES_PER_TOKEN * limit)
         if cut > 0:
             tokens = _encode(vocabulary, span[:cut])  # all of them: the cut ends a word
             if len(tokens) >= limit:
-                self._encoded[span] = (tokens, False)
+                self._encoded.put(span, (tokens, False))
                 return tokens
         tokens = _encode(vocabulary, span)
         tokens = tokens[:-1] if len(tokens) > 1 else tokens
-        self._encoded[span] = (tokens, True)
+        if cached:  # a cut too short for this limit: the whole span's tokens replace it
+            self._encoded.pop(span)
+        self._encoded.put(span, (tokens, True))
         return tokens
 
     def _bytes(self, context: list[int], token_bytes) -> bytes:
@@ -218,9 +222,18 @@ class NgramDrafter:
 
 
 MAX_SCANNED = 64  # occurrences of a suffix looked at, latest first
-SPANS_KEPT = 256  # tokenized spans an n-gram drafter remembers (all forgotten at once past this)
+SPANS_KEPT = 4096  # spans a spans cache holds, least recently used dropped first (a few MB, 10 MB at most)
 BYTES_PER_TOKEN = 3  # bytes of a span tokenized per token wanted, up to the next word's end (see _tokens)
 _NOT_ENCODED: tuple[list[int], bool] = ([], False)
+
+SpanTokens = BoundedCache[bytes, tuple[list[int], bool]]
+"""Spans an n-gram source tokenized: span -> (its tokens, whether of the whole span), see
+:meth:`NgramDrafter._tokens`. Valid for one vocabulary."""
+
+
+def span_tokens() -> SpanTokens:
+    """An empty spans cache for n-gram sources over one vocabulary (thread-safe, bounded)."""
+    return BoundedCache(max_entries=SPANS_KEPT)
 
 
 def longest_repeated_suffix(data: bytes, shortest: int, longest: int) -> int:

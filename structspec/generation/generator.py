@@ -18,7 +18,7 @@ from structspec.generation.chain import DraftChain
 from structspec.generation.config import SpecConfig
 from structspec.generation.constraint import to_constraint
 from structspec.generation.detokenize import TextAssembler
-from structspec.generation.drafters import ForcedDrafter, ModelDrafter, NgramDrafter
+from structspec.generation.drafters import ForcedDrafter, ModelDrafter, NgramDrafter, span_tokens
 from structspec.generation.loop import Decoding, decode
 from structspec.generation.prefetch import MaskPrefetch
 from structspec.generation.prompt import Messages, check_context, prompt_ids
@@ -89,6 +89,7 @@ class Generator:
         # prompt shares with them (the instructions and schema of the request before).
         self._draft_runners: deque[CachedModel] = deque(maxlen=DRAFT_RUNNERS_KEPT)
         self._workers = threading.local()  # each thread's mask worker (see _prefetch)
+        self._spans = span_tokens()  # spans the n-gram sources tokenized, kept across generations
 
     def compile(
         self, constraint: Any, *, source: str | None = None, grounded: bool = False
@@ -231,7 +232,7 @@ class Generator:
             if source == "forced":
                 drafters.append(ForcedDrafter())
             elif source == "ngram":
-                drafters.append(NgramDrafter(config.ngram_max, config.ngram_min))
+                drafters.append(NgramDrafter(config.ngram_max, config.ngram_min, spans=self._spans))
             else:
                 runner = CachedModel(self.draft_model, self.vocabulary.size)
                 if self._draft_runners:

@@ -45,15 +45,20 @@ class LogitRows:
             row = self._read[index] = self._block[index].float().cpu()
         return row
 
+    def argmax(self, index: int) -> int:
+        """Row ``index``'s highest-scored token, the mask aside (the lowest id among ties, NaN
+        first), without reading the row off an accelerator."""
+        if self._best is not None:
+            return int(self._best[index])
+        return int(self._view[index].argmax()) if self._view is not None else int(self._block[index].argmax())
+
     def masked_argmax(self, index: int, matcher: Matcher) -> int:
         """The highest-scored token of row ``index`` that ``matcher`` allows (see
         :meth:`Matcher.masked_argmax`), without reading the row when its argmax is allowed."""
-        if self._best is not None:
-            best = int(self._best[index])
-            if matcher.allows(best):
-                return best
-            return matcher.masked_argmax(self[index])
-        return matcher.masked_argmax(self._view[index] if self._view is not None else self._block[index])
+        best = self.argmax(index)
+        if matcher.allows(best):
+            return best
+        return matcher.masked_argmax(self._view[index] if self._view is not None else self[index])
 
     def split(self, sizes: list[int]) -> list[LogitRows]:
         """Consecutive runs of ``sizes`` rows, each its own :class:`LogitRows` (a batch's rows,

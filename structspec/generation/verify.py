@@ -52,12 +52,17 @@ def verify(
         """Choose the token at ``depth`` from row ``index`` -- ``given`` when the caller chose
         it (a draft model's token that passed, or the resample after one failed), else one
         from the masked distribution (its argmax when greedy) -- and advance ``matcher`` by it
-        (see :func:`settle`); returns ``(chosen, taken)``. A greedy row's choice and step are timed as one block."""
+        (see :func:`settle`); returns ``(chosen, taken)``. A greedy row's choice and step are
+        timed as one block. While the path is the main line's start, a row whose argmax is the
+        main line's token there needs no mask: the chain's matcher took that token at this
+        point (``Draft.end``)."""
         if given is not None:
             chosen = given
         elif greedy:
             with timer:
-                chosen = logits.masked_argmax(index, matcher)
+                chosen = logits.argmax(index)
+                if not (on_line and chosen == tokens[line[depth]]) and not matcher.allows(chosen):
+                    chosen = logits.masked_argmax(index, matcher)
                 return chosen, settle(chosen, index, depth)
         else:
             row = logits[index]

@@ -267,9 +267,11 @@ def test_a_row_needs_a_draft_distribution_per_token() -> None:
 @given(data=st.data(), greedy=st.booleans(), left=st.none() | st.integers(1, 12))
 def test_verify_taking_over_the_drafts_matcher_is_stepping_again(data, greedy: bool, left: int | None) -> None:
     """Differential: verification that takes the main line's tokens over from the matcher the
-    draft was made with (``Draft.end``) accepts the same nodes, picks the same token and leaves
-    the sequence's matcher where stepping every token again (no ``end``) leaves it, budget cuts
-    included, on random draft trees, rows and budgets, greedy and sampled."""
+    draft was made with (``Draft.end``) -- and with it takes a greedy row's argmax that is the
+    main line's token without reading the mask -- accepts the same nodes, picks the same token
+    and leaves the sequence's matcher where stepping every token again and masking every row
+    (no ``end``) leaves it, budget cuts included, on random draft trees, rows and budgets,
+    greedy and sampled."""
     vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b'"', b"ab", b" ", None], eos_ids=[6])
     compiled = compile_grammar(Grammar.from_gbnf(r'root ::= "\"" [a-c ]{0,9} "\""'), vocab)
     start = compiled.matcher()

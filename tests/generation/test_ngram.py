@@ -21,6 +21,7 @@ from structspec.generation.drafters import (
     first_word_end,
     line_end,
     longest_repeated_suffix,
+    span_tokens,
     value_length,
     word_cut,
 )
@@ -237,10 +238,11 @@ def test_many_different_continuations_are_not_drafted() -> None:
     assert branches_after(b'{"title":"T', text, limit=16, kind="alternative") == (b"", [])
 
 
-def test_a_span_looked_up_again_is_tokenized_once_per_sequence(monkeypatch) -> None:
+def test_a_span_looked_up_again_is_tokenized_once_per_spans_cache(monkeypatch) -> None:
     """A round that finds the same continuation as an earlier one (here: the same context
-    twice) proposes the same tokens without tokenizing the span again; another drafter (a new
-    sequence) tokenizes it afresh."""
+    twice) proposes the same tokens without tokenizing the span again, and so does another
+    drafter (a later sequence) sharing the spans cache; a drafter with a cache of its own
+    tokenizes it afresh, to the same tokens."""
     from structspec.generation import drafters
 
     pieces = [bytes([b]) for b in range(256)]
@@ -256,17 +258,18 @@ def test_a_span_looked_up_again_is_tokenized_once_per_sequence(monkeypatch) -> N
     monkeypatch.setattr(drafters, "_encode", counted)
     prefix = b'{"title":"Town'
     context = [*b"Spring Fair on 2024-05-12 at the Town Hall park. Entry is free, and so is the parking.", *prefix]
-    drafter = NgramDrafter(32, 3)
-    runs = []
-    for _ in range(2):
+
+    def propose(drafter: NgramDrafter) -> list[int]:
         matcher = compiled.matcher()
         assert matcher.accept_tokens(list(prefix)) == len(prefix)
-        runs.append(drafter.propose(context, matcher, 4, Stats()).tokens)
-    assert runs[0] == runs[1] and b"".join(vocab.token_bytes[t] for t in runs[0]) == b" Hall park. "
+        return drafter.propose(context, matcher, 4, Stats()).tokens
+
+    spans = drafters.span_tokens()
+    runs = [propose(drafter) for drafter in (NgramDrafter(32, 3, spans=spans),) * 2]
+    runs.append(propose(NgramDrafter(32, 3, spans=spans)))
+    assert runs[0] == runs[1] == runs[2] and b"".join(vocab.token_bytes[t] for t in runs[0]) == b" Hall park. "
     assert len(encoded) == len(set(encoded)) > 0
-    matcher = compiled.matcher()
-    matcher.accept_tokens(list(prefix))
-    assert NgramDrafter(32, 3).propose(context, matcher, 4, Stats()).tokens == runs[0]
+    assert propose(NgramDrafter(32, 3)) == runs[0]
     assert len(encoded) == 2 * len(set(encoded))
 
 
@@ -311,6 +314,39 @@ def test_a_span_tokenized_up_to_a_word_cut_gives_the_whole_span_tokens(texts: li
                 assert tokens[:limit] == whole[:limit]
                 assert tokens == whole[: len(tokens)]  # a cut's tokens are the whole span's first ones
 
+
+
+@functools.cache
+def line_matchers() -> list:
+    """A compiled ``[^\\n]*`` per vocabulary of :func:`span_vocabularies`."""
+    return [compile_grammar(Grammar.from_gbnf(r"root ::= [^\n]*"), vocabulary) for vocabulary in span_vocabularies()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(SPAN_TEXT, min_size=1, max_size=3), cuts=st.lists(st.integers(0, 64), min_size=1, max_size=3),
+       rooms=st.permutations([1, 3, 9]))
+def test_sequences_sharing_a_spans_cache_draft_what_fresh_ones_draft(
+    texts: list[str], cuts: list[int], rooms: list[int]
+) -> None:
+    """Differential, on the bundled models', GPT-2's and Llama 3's tokenizers: n-gram drafters
+    of successive sequences sharing one spans cache (as a generator's do), each asked with
+    each room in turn (growing and shrinking), propose the tokens and branches a drafter with an empty cache of its own
+    proposes for the same context, grammar state and room. Each sequence's output so far
+    copies the start of its prompt's text, so that the text repeats."""
+    for compiled in line_matchers():
+        vocabulary = compiled.vocabulary
+        spans = span_tokens()
+        for text, cut in zip(texts, cuts * len(texts), strict=False):
+            source = text.encode()
+            prompt, written = vocabulary.encode_bytes(source), vocabulary.encode_bytes(source[:cut])
+            matcher = compiled.matcher()
+            if matcher.accept_tokens(written) < len(written):
+                continue
+            drafter = NgramDrafter(32, 3, spans=spans)
+            for room in rooms:
+                shared = drafter.propose([*prompt, *written], matcher.copy(), room, Stats())
+                fresh = NgramDrafter(32, 3).propose([*prompt, *written], matcher.copy(), room, Stats())
+                assert (shared.tokens, shared.branches) == (fresh.tokens, fresh.branches)
 
 
 @settings(max_examples=150, deadline=None)

@@ -104,6 +104,34 @@ def test_greedy_speculative_is_token_identical(tokenizer_name: str, constraint, 
                 assert result.stats.acceptance_rate == 1.0  # a draft equal to the target is always right
 
 
+def test_a_generator_tokenizes_a_span_once_across_its_generations(
+    fixed_forward_cost: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The n-gram sources of a generator's sequences share its spans cache: the same request
+    again (the same drafts: the forward's cost is left unmeasured) tokenizes no span and gives
+    the same tokens; another generator tokenizes afresh."""
+    from structspec.generation import drafters
+
+    encoded: list[bytes] = []
+    encode = drafters._encode
+
+    def counted(vocabulary: Vocabulary, span: bytes) -> list[int]:
+        encoded.append(span)
+        return encode(vocabulary, span)
+
+    monkeypatch.setattr(drafters, "_encode", counted)
+    tok = tokenizer("gpt2")
+    target = tiny_llama(len(tok), 0)
+    gen = Generator(target, tok)
+    first = gen.generate(PROMPT, SCHEMA, max_new_tokens=40, speculative=_spec(("ngram",)))
+    spans = len(encoded)
+    assert spans > 0
+    again = gen.generate(PROMPT, SCHEMA, max_new_tokens=40, speculative=_spec(("ngram",)))
+    assert again.token_ids == first.token_ids and len(encoded) == spans
+    other = Generator(target, tok).generate(PROMPT, SCHEMA, max_new_tokens=40, speculative=_spec(("ngram",)))
+    assert other.token_ids == first.token_ids and len(encoded) > spans
+
+
 def test_a_draft_model_cache_starts_from_the_prefix_shared_with_an_earlier_sequence() -> None:
     """A new sequence's draft-model cache copies what the latest sequences' caches hold of its
     prompt: its first draft forward feeds only the rest, and the output stays what plain
