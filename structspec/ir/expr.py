@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from structspec.ir.charset import MAX_CODE_POINT, SURROGATES, CharSet, merge_ranges
+from structspec.ir.charset import MAX_CODE_POINT, CharSet, merge_ranges
 
 
 @dataclass(frozen=True)
@@ -281,8 +281,7 @@ def _char_ranges(item: Expr) -> tuple[tuple[int, int], ...] | None:
     if kind is Chars:
         return item.charset.ranges  # type: ignore[attr-defined]
     if kind is Lit and len(item.text) == 1:  # type: ignore[attr-defined]
-        code = ord(item.text)  # type: ignore[attr-defined]
-        return CharSet.single(code).ranges if SURROGATES[0] <= code <= SURROGATES[1] else ((code, code),)
+        return CharSet.chars(item.text).ranges  # type: ignore[attr-defined]
     return None
 
 
