@@ -20,7 +20,6 @@ undeclared ones as at most one (duplicates among them would be merged by a JSON 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Hashable
 from typing import Any, Protocol
 
@@ -86,10 +85,10 @@ def object_expr(host: ObjectHost, facets: list[Facet], name: str) -> MaybeExpr:
     for f in facets:
         known += [k for k in (f.kw.get("properties") or {}) if k not in known]
         required += [r for r in f.kw.get("required") or [] if isinstance(r, str) and r not in required]
-        if isinstance(f.kw.get("minProperties"), (int, float)) and math.ceil(f.kw["minProperties"]) > min_p:
-            min_p, min_facet = math.ceil(f.kw["minProperties"]), f
-        if isinstance(f.kw.get("maxProperties"), (int, float)):
-            high = int(f.kw["maxProperties"])
+        low, high = f.count("minProperties", lower=True), f.count("maxProperties", lower=False)
+        if low is not None and low > min_p:
+            min_p, min_facet = low, f
+        if high is not None:
             max_p = high if max_p is None else min(max_p, high)
         if f.kw.get("unevaluatedProperties", True) is not True:
             host.relax(

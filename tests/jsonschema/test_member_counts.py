@@ -189,3 +189,11 @@ def test_an_object_that_cannot_exist_is_still_no_value() -> None:
     schema = {"type": "object", "properties": {"a": {}}, "additionalProperties": False, "minProperties": 2}
     with pytest.raises(SchemaError, match="accepts no JSON value"):
         Grammar.from_json_schema(schema)
+
+
+@pytest.mark.parametrize("keyword", ["minProperties", "maxProperties"])
+def test_a_member_count_past_two_to_the_64_is_refused_where_it_is_written(keyword: str) -> None:
+    schema = {"type": "object", "properties": {"o": {"type": "object", keyword: 1e30}}}
+    with pytest.raises(SchemaError, match="past 2\\*\\*64") as caught:
+        schema_to_gbnf(schema)
+    assert caught.value.code == SCHEMA_TOO_LARGE and caught.value.pointer == f"/properties/o/{keyword}"
