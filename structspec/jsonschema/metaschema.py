@@ -18,6 +18,7 @@ package: a release that moves or renames them leaves every draft to the slow way
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Callable, Iterator
@@ -40,10 +41,8 @@ def metaschema_error(cls: type, schema: Any) -> ValidationError | None:
     class) by ``schema``, or None.
 
     Repeated entries (``uniqueItems`` of the metaschema, e.g. an ``enum`` listing a value twice)
-    are harmless and not checked at the schema's top level: ``jsonschema`` compares every pair of
-    items that do not sort (an ``enum`` mixing numbers and strings), which takes seconds for a
-    few thousand. Below a ``$ref: "#"`` of the metaschema (every subschema of the schema)
-    ``jsonschema`` goes on with the dialect's own validator class, which does check them.
+    are harmless and not checked, at any depth: ``jsonschema`` compares every pair of items that
+    do not sort (an ``enum`` mixing numbers and strings), which takes seconds for a few thousand.
     """
     valid = _fast_check(cls)
     if valid is not None and valid(schema):
@@ -53,13 +52,15 @@ def metaschema_error(cls: type, schema: Any) -> ValidationError | None:
 
 @functools.cache
 def _meta_validator(cls: type) -> Any:
+    """``cls``'s metaschema checked without ``uniqueItems`` (see :func:`metaschema_error`). Its
+    root loses ``$schema``: below a ``$ref: "#"`` (every subschema of a schema) ``jsonschema``
+    would otherwise go on with the dialect's own validator class, which checks them again."""
     checker = jsonschema.validators.extend(cls, {"uniqueItems": _no_errors})
+    document = cls.META_SCHEMA
     if cls is jsonschema.Draft202012Validator:
-        try:
-            return checker(_merged_2020_12())
-        except ValueError:  # a jsonschema release whose metaschema no longer merges: the slow way
-            pass
-    return checker(cls.META_SCHEMA)
+        with contextlib.suppress(ValueError):  # a release whose metaschema no longer merges: the slow way
+            document = _merged_2020_12()
+    return checker({key: value for key, value in document.items() if key != "$schema"})
 
 
 def _no_errors(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
@@ -82,7 +83,7 @@ def _merged_2020_12() -> dict[str, Any]:
             defs[f"{name}-{key}"] = _rewrite(body, name)
         parts.append(_rewrite({k: v for k, v in vocabulary.items() if k not in _RESOURCE_KEYWORDS}, name))
     parts.append(_rewrite({k: v for k, v in root.items() if k not in (*_RESOURCE_KEYWORDS, "allOf")}, ""))
-    merged: dict[str, Any] = {"$schema": root["$schema"], "$defs": defs, "properties": {}}
+    merged: dict[str, Any] = {"$defs": defs, "properties": {}}
     for part in parts:  # each vocabulary describes its own keywords: one ``properties`` holds them all
         if set(part) - {"type", "properties"} or part["type"] != ["object", "boolean"] or (
             set(part["properties"]) & set(merged["properties"])
@@ -141,7 +142,8 @@ def _fast_check(cls: type) -> _Check | None:
     if _keywords is None:
         return None
     try:
-        return _Compiler(cls, _meta_validator(cls)).node(_meta_validator(cls).schema, plain=False, top=True)
+        validator = _meta_validator(cls)
+        return _Compiler(validator).node(validator.schema)
     except (_Unsupported, AttributeError):  # AttributeError: a keyword function jsonschema renamed
         return None
 
@@ -150,39 +152,29 @@ class _Compiler:
     """Metaschema subschemas as predicates, each built once (references may be cyclic). A
     keyword is compiled by the function ``jsonschema`` checks it with for this draft (one it
     has none for asserts nothing), and the keywords beside a ``$ref`` are read or ignored as
-    the draft says (``_APPLICABLE_VALIDATORS``).
+    the draft says (``_APPLICABLE_VALIDATORS``)."""
 
-    ``plain``: below a subschema that names its dialect (``$schema``: the metaschema's root,
-    entered again through ``$ref: "#"``), ``jsonschema`` goes on with the dialect's own
-    validator class rather than the one :func:`_meta_validator` made, so ``uniqueItems`` is
-    checked there after all; the compiled check does the same."""
-
-    def __init__(self, cls: type, validator: Any) -> None:
-        self.cls = cls
+    def __init__(self, validator: Any) -> None:
         self.validator = validator
         self.document = validator.schema
         self.is_type = validator.is_type
         self.applicable = getattr(type(validator), "_APPLICABLE_VALIDATORS", None)
         if self.applicable is None or validator.format_checker is not None:
             raise _Unsupported("applicable keywords")
-        self.built: dict[tuple[int, bool], _Check] = {}
+        self.built: dict[int, _Check] = {}
 
-    def node(self, schema: Any, plain: bool, top: bool = False) -> _Check:
+    def node(self, schema: Any) -> _Check:
         if schema is True:
             return lambda instance: True
         if schema is False:
             return lambda instance: False
-        if not isinstance(schema, dict):
+        if not isinstance(schema, dict) or "$schema" in schema:  # another dialect's validator there
             raise _Unsupported(schema)
-        if not top and "$schema" in schema:  # as jsonschema's evolve: the class the dialect names
-            if jsonschema.validators.validator_for(schema, default=None) is not self.cls:
-                raise _Unsupported("$schema")
-            plain = True
-        found = self.built.get((id(schema), plain))
+        found = self.built.get(id(schema))
         if found is None:
             cell: list[_Check] = []
-            self.built[id(schema), plain] = lambda instance: cell[0](instance)  # for references back to it
-            checks = [self._keyword(schema, key, value, plain) for key, value in self.applicable(schema)]
+            self.built[id(schema)] = lambda instance: cell[0](instance)  # for references back to it
+            checks = [self._keyword(schema, key, value) for key, value in self.applicable(schema)]
             checks = [check for check in checks if check is not None]
             if not checks:
                 cell.append(lambda instance: True)
@@ -190,7 +182,7 @@ class _Compiler:
                 cell.append(checks[0])
             else:
                 cell.append(lambda instance: all(check(instance) for check in checks))
-            found = self.built[id(schema), plain] = cell[0]
+            found = self.built[id(schema)] = cell[0]
         return found
 
     def _resolve(self, reference: Any) -> Any:
@@ -204,16 +196,13 @@ class _Compiler:
             target = target[part]
         return target
 
-    def _keyword(self, schema: dict, key: str, value: Any, plain: bool) -> _Check | None:
-        function = (self.cls if plain else self.validator).VALIDATORS.get(key)
+    def _keyword(self, schema: dict, key: str, value: Any) -> _Check | None:
+        function = self.validator.VALIDATORS.get(key)
         if function is None or function is _no_errors or function is _keywords.format:  # no format checker
             return None
         is_type = self.is_type
-        if function is _keywords.uniqueItems:  # jsonschema's own comparison (numbers and booleans apart)
-            validator = self.validator
-            return lambda instance: next(iter(function(validator, value, instance, schema) or ()), None) is None
         if function is _keywords.ref:
-            return self.node(self._resolve(value), plain)
+            return self.node(self._resolve(value))
         if function is _keywords.type:
             types = (value,) if isinstance(value, str) else tuple(value)
             return lambda instance: any(is_type(instance, t) for t in types)
@@ -223,31 +212,31 @@ class _Compiler:
             listed = frozenset(value)
             return lambda instance: isinstance(instance, str) and instance in listed
         if function is _keywords.anyOf:
-            alternatives = [self.node(sub, plain) for sub in value]
+            alternatives = [self.node(sub) for sub in value]
             return lambda instance: any(check(instance) for check in alternatives)
         if function is _keywords.allOf:
-            parts = [self.node(sub, plain) for sub in value]
+            parts = [self.node(sub) for sub in value]
             return lambda instance: all(check(instance) for check in parts)
         if function is _keywords.properties:
-            described = {name: self.node(sub, plain) for name, sub in value.items()}
+            described = {name: self.node(sub) for name, sub in value.items()}
             return lambda instance: not is_type(instance, "object") or all(
                 described[name](item) for name, item in instance.items() if name in described)
         if function is _keywords.additionalProperties:
             if "patternProperties" in schema:
                 raise _Unsupported(key)
             declared = schema.get("properties", {})
-            other = self.node(value, plain)
+            other = self.node(value)
             return lambda instance: not is_type(instance, "object") or all(
                 other(item) for name, item in instance.items() if name not in declared)
         if function is _keywords.propertyNames:
-            names = self.node(value, plain)
+            names = self.node(value)
             return lambda instance: not is_type(instance, "object") or all(names(name) for name in instance)
         if function in (_keywords.items, _legacy_keywords.items_draft6_draft7_draft201909,
                         _legacy_keywords.items_draft3_draft4):
             schema_form = (dict,) if function is _legacy_keywords.items_draft3_draft4 else (dict, bool)
             if not isinstance(value, schema_form) or "prefixItems" in schema:  # not a tuple of schemas
                 raise _Unsupported(key)
-            each = self.node(value, plain)
+            each = self.node(value)
             return lambda instance: not is_type(instance, "array") or all(each(item) for item in instance)
         if function is _keywords.minItems:
             return lambda instance: not is_type(instance, "array") or len(instance) >= value
@@ -263,10 +252,10 @@ class _Compiler:
             search = re.compile(value).search
             return lambda instance: not is_type(instance, "string") or search(instance) is not None
         if function is _legacy_keywords.dependencies_draft4_draft6_draft7:
-            return self._dependencies(value, plain)
+            return self._dependencies(value)
         raise _Unsupported(key)
 
-    def _dependencies(self, value: dict, plain: bool) -> _Check:
+    def _dependencies(self, value: dict) -> _Check:
         is_type = self.is_type
         needed: list[tuple[str, tuple]] = []
         schemas: list[tuple[str, _Check]] = []
@@ -274,7 +263,7 @@ class _Compiler:
             if is_type(dependency, "array"):
                 needed.append((name, tuple(dependency)))
             else:
-                schemas.append((name, self.node(dependency, plain)))
+                schemas.append((name, self.node(dependency)))
 
         def depends(instance: Any) -> bool:
             if not is_type(instance, "object"):
