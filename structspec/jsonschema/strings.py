@@ -197,11 +197,14 @@ def name_exclusion(host: StringHost, names: list[str], base: str) -> Expr:
 
     A trie node is optional unless it ends a name; it goes on with each child's character, or
     leaves the trie with any other plain character or a non-ASCII or escaped one, after which
-    anything may follow (one rule, ``{base}-1``). Every :data:`MAX_NAME_DEPTH` levels a node
-    becomes a rule, so long names stay within the parser's nesting limit. The nodes are built
-    as :func:`~structspec.ir.expr.alt` and :func:`~structspec.ir.expr.seq` would build them
-    (their branches start with distinct characters and none is a single character), without
-    their merging passes."""
+    anything may follow (one rule, ``{base}-1``). Nodes whose subtrees are alike (the same
+    ends below the same characters: shared suffixes such as ``_id``) are one node, as in the
+    minimal automaton; such a node reached from more than one place is a rule, so the grammar
+    stays linear in the minimal automaton rather than in the names' total length. So is a node
+    every :data:`MAX_NAME_DEPTH` levels of height, so long names stay within the parser's
+    nesting limit. The nodes are built as :func:`~structspec.ir.expr.alt` and
+    :func:`~structspec.ir.expr.seq` would build them (their branches start with distinct
+    characters and none is a single character), without their merging passes."""
     rest = host.fresh(f"{base}-1")
     more = host.fresh(f"{rest}-more")
     host.define(rest, seq(rep(chars(PLAIN_ASCII), 0, None), rep(Ref(more), 0, 1)) or EMPTY)
@@ -209,7 +212,6 @@ def name_exclusion(host: StringHost, names: list[str], base: str) -> Expr:
     leave, after = Ref(more), Ref(rest)
     children: list[dict[str, int]] = [{}]
     ends = [False]
-    depth = [0]
     for name in names:
         q = 0
         for c in name:
@@ -219,28 +221,42 @@ def name_exclusion(host: StringHost, names: list[str], base: str) -> Expr:
                 children[q][c] = t
                 children.append({})
                 ends.append(False)
-                depth.append(depth[q] + 1)
             q = t
         ends[q] = True
-    after_name = Alt((Seq((chars(PLAIN_ASCII), after)), leave))  # a leaf: something more must follow
-    bodies: list[Expr] = [after_name] * len(ends)
+    # the minimal automaton's states: a node's class is its end flag and its children's
+    # classes by character; a class is numbered after the classes below it
+    kinds: dict[tuple[bool, tuple[tuple[str, int], ...]], int] = {}
+    kind = [0] * len(ends)
     for q in reversed(range(len(ends))):  # children were numbered after their parents
-        out = children[q]
+        key = (ends[q], tuple((c, kind[t]) for c, t in sorted(children[q].items())))
+        kind[q] = kinds.setdefault(key, len(kinds))
+    uses = [0] * len(kinds)
+    for _, out in kinds:
+        for _, k in out:
+            uses[k] += 1
+    after_name = Alt((Seq((chars(PLAIN_ASCII), after)), leave))  # a leaf: something more must follow
+    bodies: list[Expr] = []
+    height: list[int] = []
+    for k, (ended, out) in enumerate(kinds):
         if not out:
+            bodies.append(after_name)
+            height.append(0)
             continue
-        taken = "".join(sorted(out))
-        branches: list[Expr] = [Seq((Lit(c), bodies[out[c]])) for c in taken]
+        taken = "".join(c for c, _ in out)
+        branches: list[Expr] = [Seq((Lit(c), bodies[child])) for c, child in out]
         other = _other_plain(taken)
         if other is not None:
             branches.append(Seq((other, after)))
         branches.append(leave)
-        body: Expr = Alt(tuple(branches)) if ends[q] else Rep(Alt(tuple(branches)), 0, 1)
-        if q and depth[q] % MAX_NAME_DEPTH == 0:
-            named = host.fresh(f"{base}-{q + 1}")
+        body: Expr = Alt(tuple(branches)) if ended else Rep(Alt(tuple(branches)), 0, 1)
+        height.append(1 + max(height[child] for _, child in out))
+        if k != kind[0] and (uses[k] > 1 or height[k] % MAX_NAME_DEPTH == 0):
+            named = host.fresh(f"{base}-{k + 2}")
             host.define(named, body)
             body = Ref(named)
-        bodies[q] = body
-    return bodies[0]
+            height[k] = 0
+        bodies.append(body)
+    return bodies[kind[0]]
 
 
 def _canonical_escape(host: StringHost) -> Ref:

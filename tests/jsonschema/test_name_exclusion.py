@@ -82,6 +82,22 @@ def test_long_names_are_cut_into_rules_the_parser_reads_back() -> None:
     assert grammar.matches("")
 
 
+def test_shared_suffixes_are_spelled_once() -> None:
+    """Names alike but for their first characters share the rest of their trie, as in the
+    minimal automaton: the grammar grows with the names' count, not with count times length."""
+    names = [f"{i:03d}" + "s" * 100 for i in range(200)]
+    host = Host()
+    host.builder.define("root", name_exclusion(host, names, "k"))
+    finished = host.builder.finish("root")
+    assert finished is not None
+    assert len(finished[1]) < 40_000  # each name's own trie path: over 1.5 MB
+    grammar = Grammar.from_gbnf(finished[1])
+    for name in names[::37]:
+        assert not grammar.matches(name)
+        assert grammar.matches(name[:-1]) and grammar.matches(name + "s") and grammar.matches(name[:3] + "t")
+    assert grammar.matches("200" + "s" * 100)
+
+
 def test_plain_names_are_those_spelled_as_themselves() -> None:
     assert plain_names(["id", "first name", "a~b/c"])
     assert not plain_names(["id", 'say "hi"'])
