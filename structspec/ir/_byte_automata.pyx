@@ -13,9 +13,10 @@ deterministic state moves all bytes of an atom alike); atoms that move every sta
 a local class, classes numbered by their lowest byte.
 
 The GIL: the loops over typed arrays alone run without it (the edge ordering, the class
-refinement and the class table, the distinct relative rows, placing the rules' tables in the
+refinement and the class table, :func:`relative_move_rows`, placing the rules' tables in the
 grammar's). The expression walks (NFA construction, :func:`rule_key`) read Python trees and
-hold it. So does the subset construction: its symbol moves (calls and token references) are
+hold it, as does :func:`cut_per_state`, which makes tuples; :func:`inline_estimate` recurses
+over the tree, as deep as the parser's nesting limit lets a rule be. So does the subset construction: its symbol moves (calls and token references) are
 grouped in Python dicts per state, and its arrays grow as numpy arrays; moving those to C
 arrays would let it run without the GIL. For the small rules schema grammars are made of
 (a median of 51 states, ~0.1 ms), releasing it per subset would cost about what the scans of
@@ -750,10 +751,15 @@ def relative_move_rows(const int32_t[:, ::1] table, int64_t narrow_reach):
 def cut_per_state(list out, const int64_t[::1] at, const int64_t[::1] first, const int64_t[::1] second,
                   bint share):
     """Write the pairs ``(first[i], second[i])``, sorted by their state ``at[i]``, into ``out``
-    as one tuple per state, in their order; with ``share``, equal tuples are one object."""
-    cdef Py_ssize_t n = at.shape[0], i = 0, j, x
+    as one tuple per state, in their order; with ``share``, equal tuples are one object. A
+    state outside ``out`` or arrays of unequal lengths are a ValueError."""
+    cdef Py_ssize_t n = at.shape[0], i = 0, j, x, states = len(out)
     cdef dict shared = {}
+    if first.shape[0] != n or second.shape[0] != n:
+        raise ValueError(f"{n} states given for {first.shape[0]} and {second.shape[0]} pair ends")
     while i < n:
+        if not 0 <= at[i] < states:
+            raise ValueError(f"state {at[i]} outside the {states} states")
         j = i + 1
         while j < n and at[j] == at[i]:
             j += 1

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from structspec.ir._byte_automata import AutomatonLimit, rule_automaton
+from structspec.ir._byte_automata import AutomatonLimit, cut_per_state, rule_automaton
 
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.ir.charset import CharSet
@@ -211,3 +211,21 @@ def test_a_deep_chain_of_inlined_rules_builds_without_recursion() -> None:
 def test_an_unknown_node_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="cannot build an automaton"):
         rule_automaton(Rule("r", Lit("a")), {}, set(), utf8_sequences, 100, 100)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-3, 8), st.integers(0, 3), st.integers(0, 3)), max_size=12), st.booleans())
+def test_cutting_pairs_per_state_is_grouping_them_or_a_value_error(pairs, share: bool) -> None:
+    """``cut_per_state`` (sorted states) gives each state the tuple of its pairs in order, and
+    refuses a state outside the list rather than writing past it."""
+    pairs.sort(key=lambda pair: pair[0])
+    at, first, second = (np.array([pair[i] for pair in pairs], dtype=np.int64) for i in range(3))
+    out: list[tuple] = [()] * 6
+    if any(not 0 <= state < 6 for state, _, _ in pairs):
+        with pytest.raises(ValueError, match="outside the 6 states"):
+            cut_per_state(out, at, first, second, share)
+        return
+    cut_per_state(out, at, first, second, share)
+    assert out == [tuple((a, b) for state, a, b in pairs if state == q) for q in range(6)]
+    with pytest.raises(ValueError, match="pair ends"):
+        cut_per_state([()] * 6, at, first[:-1] if len(first) else np.zeros(1, dtype=np.int64), second, share)
