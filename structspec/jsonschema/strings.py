@@ -197,7 +197,7 @@ def name_exclusion(host: StringHost, names: list[str], base: str) -> Expr:
 
     A trie node is optional unless it ends a name; it goes on with each child's character, or
     leaves the trie with any other plain character or a non-ASCII or escaped one, after which
-    anything may follow (one rule, ``{base}-1``). Nodes whose subtrees are alike (the same
+    anything may follow (one rule, :func:`_canonical_rest`). Nodes whose subtrees are alike (the same
     ends below the same characters: shared suffixes such as ``_id``) are one node, as in the
     minimal automaton; such a node reached from more than one place is a rule, so the grammar
     stays linear in the minimal automaton rather than in the names' total length. So is a node
@@ -205,11 +205,7 @@ def name_exclusion(host: StringHost, names: list[str], base: str) -> Expr:
     nesting limit. The nodes are built as :func:`~structspec.ir.expr.alt` and
     :func:`~structspec.ir.expr.seq` would build them (their branches start with distinct
     characters and none is a single character), without their merging passes."""
-    rest = host.fresh(f"{base}-1")
-    more = host.fresh(f"{rest}-more")
-    host.define(rest, seq(rep(chars(PLAIN_ASCII), 0, None), rep(Ref(more), 0, 1)) or EMPTY)
-    host.define(more, seq(alt(chars(NON_ASCII), _canonical_escape(host)), Ref(rest)) or EMPTY)
-    leave, after = Ref(more), Ref(rest)
+    after, leave = _canonical_rest(host), _canonical_more(host)
     children: list[dict[str, int]] = [{}]
     ends = [False]
     for name in names:
@@ -257,6 +253,18 @@ def name_exclusion(host: StringHost, names: list[str], base: str) -> Expr:
             height[k] = 0
         bodies.append(body)
     return bodies[kind[0]]
+
+
+def _canonical_rest(host: StringHost) -> Ref:
+    """Any canonically spelled string content (one rule for the grammar)."""
+    return host.builder.helper("canonical-rest", lambda: seq(
+        rep(chars(PLAIN_ASCII), 0, None), rep(_canonical_more(host), 0, 1)) or EMPTY)
+
+
+def _canonical_more(host: StringHost) -> Ref:
+    """A non-ASCII or escaped character, then :func:`_canonical_rest`."""
+    return host.builder.helper("canonical-more", lambda: seq(
+        alt(chars(NON_ASCII), _canonical_escape(host)), _canonical_rest(host)) or EMPTY)
 
 
 def _canonical_escape(host: StringHost) -> Ref:
