@@ -13,6 +13,7 @@ when something reads it: a forbidden argmax, sampling, the budget guard.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from structspec.masks.matcher import Matcher, numpy_view
@@ -26,11 +27,14 @@ class LogitRows:
     module docstring."""
 
     def __init__(self, logits: torch.Tensor, width: int) -> None:
-        self._block = _fit(logits, width)
+        block = _fit(logits, width)
         if logits.device.type == "cpu" and logits.dtype == torch.float32:  # rows as they are
-            self._view, self._best = numpy_view(self._block), None  # greedy rows read through numpy
+            self._hold(block, numpy_view(block), None)  # greedy rows read through numpy
         else:  # an accelerator's (or bfloat16) rows: their argmax in one op, a row when read
-            self._view, self._best = None, self._block.argmax(-1).cpu().numpy()
+            self._hold(block, None, block.argmax(-1).cpu().numpy())
+
+    def _hold(self, block: torch.Tensor, view: np.ndarray | None, best: np.ndarray | None) -> None:
+        self._block, self._view, self._best = block, view, best
         self._read: dict[int, torch.Tensor] = {}
 
     def __len__(self) -> int:
@@ -66,12 +70,11 @@ class LogitRows:
         parts, at = [], 0
         for size in sizes:
             part = object.__new__(LogitRows)
-            part._block = self._block[at : at + size]
-            part._view = None if self._view is None else self._view[at : at + size]
-            part._best = None if self._best is None else self._best[at : at + size]
-            part._read = {}
+            end = at + size
+            part._hold(self._block[at:end], None if self._view is None else self._view[at:end],
+                       None if self._best is None else self._best[at:end])
             parts.append(part)
-            at += size
+            at = end
         return parts
 
     def cpu(self) -> torch.Tensor:

@@ -25,8 +25,8 @@ def verify(
 
     ``logits[0]`` is the target's (unmasked) prediction after the committed text and
     ``logits[1 + i]`` after draft node ``i``. Each row is read under the mask of ``matcher``
-    advanced along the branch (in place, except a greedy CPU row: see
-    :meth:`~structspec.masks.matcher.Matcher.masked_argmax`). At each node:
+    advanced along the branch (in place, except a greedy row, which is read through its argmax:
+    see :meth:`~structspec.generation.logit_rows.LogitRows.masked_argmax`). At each node:
 
     - a main-line child sampled from a draft distribution ``q`` (a draft model's) passes with
       probability ``min(1, p/q)``; a failure is replaced by a sample of ``norm(max(0, p - q))``;
