@@ -3,7 +3,7 @@
 
 A *run state* is a parse state: a set of parse stacks and whether the root rule may end
 there. Stacks are interned frames ``(automaton state, parent frame)`` numbered in a C hash
-table, a run state is a sorted array of head frames interned the same way, and
+table, a run state is a set of head frames interned the same way, and
 ``trans[run_state * n_classes + byte_class]`` is filled on demand by advancing every head over
 the class's byte and closing the result (rule calls pushed, finished rules popped) -- the same
 steps as ``structspec.grammar.parse_state``, on integers. A sweep walks the trie depth first
@@ -524,19 +524,28 @@ cdef class Pushdown:
         return 0
 
     cdef int32_t intern_run(self, IVec* heads, bint accepting) noexcept nogil:
-        """The run state of the sorted ``heads`` and ``accepting``, numbered on first sight."""
+        """The run state of the set ``heads`` (distinct frames, in any order) and ``accepting``,
+        numbered on first sight. Its hash is a sum over the heads, so no order is needed: a
+        candidate of the same hash and size is the same set when each of its heads is among
+        ``heads`` (marked in ``f_seen``)."""
         cdef uint64_t h = mix(<uint64_t> accepting + 0x9e3779b97f4a7c15ULL)
         cdef Py_ssize_t i, slot, n = heads.size
         cdef int32_t r, lo
+        cdef bint marked = 0
         for i in range(n):
-            h = mix(h ^ (<uint64_t> heads.data[i] + 0x9e3779b97f4a7c15ULL))
+            h += mix(<uint64_t> heads.data[i] + 0x9e3779b97f4a7c15ULL)
         slot = h & (self.rh_cap - 1)
         while self.rh_slots[slot] >= 0:
             r = self.rh_slots[slot]
             if self.rs_hash[r] == h and self.pops[r] == accepting and self.rs_off[r + 1] - self.rs_off[r] == n:
+                if not marked:
+                    self.next_stamp()
+                    for i in range(n):
+                        self.f_seen[heads.data[i]] = self.stamp
+                    marked = 1
                 lo = self.rs_off[r]
                 for i in range(n):
-                    if self.rs_heads.data[lo + i] != heads.data[i]:
+                    if self.f_seen[self.rs_heads.data[lo + i]] != self.stamp:
                         break
                 else:
                     return r
@@ -598,6 +607,13 @@ cdef class Pushdown:
         self.loops[2 * r + 1] |= high
         self.has_loop[r] = (self.loops[2 * r] | self.loops[2 * r + 1]) != 0
 
+    cdef inline void next_stamp(self) noexcept nogil:
+        """A fresh mark for ``f_seen`` (frames visited by a closure, or heads being compared)."""
+        self.stamp += 1
+        if self.stamp == 0x7fffffff:
+            memset(self.f_seen, 0, self.cap_frames * 4)
+            self.stamp = 1
+
     # -- the pushdown ------------------------------------------------------------------------
     cdef int32_t close(self, IVec* tops) noexcept nogil:
         """The run state of the closure of the frames ``tops`` (rule calls pushed, finished
@@ -607,10 +623,7 @@ cdef class Pushdown:
         cdef Py_ssize_t i
         cdef int32_t top, q, parent, below, callee
         cdef bint accepting = 0
-        self.stamp += 1
-        if self.stamp == 0x7fffffff:
-            memset(self.f_seen, 0, self.cap_frames * 4)
-            self.stamp = 1
+        self.next_stamp()
         todo.size = heads.size = 0
         for i in range(tops.size):
             if ivec_push(todo, tops.data[i]):
@@ -646,7 +659,6 @@ cdef class Pushdown:
             return ERR_STACKS
         if heads.size == 0 and not accepting:
             return DEAD
-        sort_ints(heads.data, heads.size)
         return self.intern_run(heads, accepting)
 
     cdef int32_t fill(self, int32_t r, int c) noexcept nogil:
@@ -1397,10 +1409,11 @@ cdef class Pushdown:
                     return parent
             if ivec_push(&self.heads, parent):
                 return ERR_SIZE
-        sort_ints(self.heads.data, self.heads.size)
+        self.next_stamp()
         j = 0
         for i in range(self.heads.size):  # drop duplicates
-            if i == 0 or self.heads.data[i] != self.heads.data[j - 1]:
+            if self.f_seen[self.heads.data[i]] != self.stamp:
+                self.f_seen[self.heads.data[i]] = self.stamp
                 self.heads.data[j] = self.heads.data[i]
                 j += 1
         self.heads.size = j
@@ -1569,42 +1582,6 @@ cdef inline int popcount(uint64_t x) noexcept nogil:
         x &= x - 1
         n += 1
     return n
-
-
-cdef void sort_ints(int32_t* a, Py_ssize_t n) noexcept nogil:
-    """Insertion sort for the short arrays here, heap sort beyond."""
-    cdef Py_ssize_t i, j
-    cdef int32_t x
-    if n < 32:
-        for i in range(1, n):
-            x = a[i]
-            j = i - 1
-            while j >= 0 and a[j] > x:
-                a[j + 1] = a[j]
-                j -= 1
-            a[j + 1] = x
-        return
-    for i in range(n // 2 - 1, -1, -1):
-        sift(a, i, n)
-    for i in range(n - 1, 0, -1):
-        x = a[0]
-        a[0] = a[i]
-        a[i] = x
-        sift(a, 0, i)
-
-
-cdef inline void sift(int32_t* a, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t child
-    cdef int32_t x = a[i]
-    while 2 * i + 1 < n:
-        child = 2 * i + 1
-        if child + 1 < n and a[child + 1] > a[child]:
-            child += 1
-        if a[child] <= x:
-            break
-        a[i] = a[child]
-        i = child
-    a[i] = x
 
 
 cdef inline uint64_t load64(const uint32_t* at) noexcept nogil:
