@@ -155,6 +155,11 @@ cdef bint trie_fits(const Trie* trie, Py_ssize_t n, Py_ssize_t rows, Py_ssize_t 
     return 1
 
 
+cdef packed struct FrameSlot:  # 12 bytes: a frame's key and number side by side, one cache line read
+    int64_t key
+    int32_t val
+
+
 cdef struct IVec:
     int32_t* data
     Py_ssize_t size
@@ -257,8 +262,7 @@ cdef class Pushdown:
     cdef int32_t* f_seen
     cdef readonly Py_ssize_t n_frames
     cdef Py_ssize_t cap_frames
-    cdef int64_t* fh_keys
-    cdef int32_t* fh_vals
+    cdef FrameSlot* fh_slots  # the frames' hash table: key (state, parent), value the frame; key -1 when empty
     cdef Py_ssize_t fh_cap
     # run states
     cdef int32_t* rs_off
@@ -302,8 +306,8 @@ cdef class Pushdown:
 
     def __cinit__(self):
         self.f_state = self.f_parent = self.f_seen = NULL
-        self.fh_keys = NULL
-        self.fh_vals = self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
+        self.fh_slots = NULL
+        self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
         self.uni_next = self.jump_len = self.jump_to = self.mb_end = self.q_same = NULL
         self.q_loops = NULL
         self.q_looped = NULL
@@ -406,22 +410,20 @@ cdef class Pushdown:
         return 0
 
     cdef int _rehash_frames(self, Py_ssize_t cap) noexcept nogil:
-        cdef int64_t* keys = <int64_t*> malloc(cap * sizeof(int64_t))
-        cdef int32_t* vals = <int32_t*> malloc(cap * sizeof(int32_t))
+        cdef FrameSlot* slots = <FrameSlot*> malloc(cap * sizeof(FrameSlot))
         cdef Py_ssize_t i, slot
-        if keys == NULL or vals == NULL:
-            free(keys); free(vals)
+        if slots == NULL:
             return -1
-        memset(keys, 0xff, cap * sizeof(int64_t))
+        for i in range(cap):
+            slots[i].key = -1
         for i in range(self.fh_cap):
-            if self.fh_keys[i] >= 0:
-                slot = mix(self.fh_keys[i]) & (cap - 1)
-                while keys[slot] >= 0:
+            if self.fh_slots[i].key >= 0:
+                slot = mix(self.fh_slots[i].key) & (cap - 1)
+                while slots[slot].key >= 0:
                     slot = (slot + 1) & (cap - 1)
-                keys[slot] = self.fh_keys[i]
-                vals[slot] = self.fh_vals[i]
-        free(self.fh_keys); free(self.fh_vals)
-        self.fh_keys, self.fh_vals, self.fh_cap = keys, vals, cap
+                slots[slot] = self.fh_slots[i]
+        free(self.fh_slots)
+        self.fh_slots, self.fh_cap = slots, cap
         return 0
 
     cdef int32_t frame(self, int32_t state, int32_t parent) noexcept nogil:
@@ -431,12 +433,13 @@ cdef class Pushdown:
         cdef Py_ssize_t slot
         cdef int32_t found
         if state < self.n_states:
-            state = self.same_as(state)
+            found = self.q_same[state]
+            state = found if found != UNKNOWN else self.same_as(state)
         key = (<int64_t> state << 32) | <uint32_t> (parent + 1)
         slot = mix(key) & (self.fh_cap - 1)
-        while self.fh_keys[slot] >= 0:
-            if self.fh_keys[slot] == key:
-                return self.fh_vals[slot]
+        while self.fh_slots[slot].key >= 0:
+            if self.fh_slots[slot].key == key:
+                return self.fh_slots[slot].val
             slot = (slot + 1) & (self.fh_cap - 1)
         if self.n_frames >= self.max_frames:
             return ERR_SIZE
@@ -446,8 +449,8 @@ cdef class Pushdown:
         self.n_frames += 1
         self.f_state[found] = state
         self.f_parent[found] = parent
-        self.fh_keys[slot] = key
-        self.fh_vals[slot] = found
+        self.fh_slots[slot].key = key
+        self.fh_slots[slot].val = found
         if 2 * self.n_frames > self.fh_cap and self._rehash_frames(2 * self.fh_cap):
             return ERR_SIZE
         return found
@@ -1348,14 +1351,14 @@ cdef class Pushdown:
     cdef void free_tables(self) noexcept nogil:
         """Forget every frame and run state and give all the tables' memory back, the per
         automaton state caches (mb_end, q_same, q_loops) included: nothing is held until reset()."""
-        free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_keys); free(self.fh_vals)
+        free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_slots)
         free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.trans); free(self.pops)
         free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
         free(self.uni_next); free(self.uni_words); free(self.uni_chars); free(self.jump_len); free(self.jump_to); free(self.rs_heads.data)
         free(self.mb_end); free(self.q_loops); free(self.q_looped); free(self.q_same)
         self.f_state = self.f_parent = self.f_seen = NULL
-        self.fh_keys = NULL
-        self.fh_vals = self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
+        self.fh_slots = NULL
+        self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
         self.uni_next = self.jump_len = self.jump_to = self.mb_end = self.q_same = NULL
         self.uni_words = self.rs_hash = self.loops = self.q_loops = NULL
         self.pops = self.has_loop = self.q_looped = self.uni_chars = NULL
