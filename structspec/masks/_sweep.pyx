@@ -56,39 +56,32 @@ cdef struct Trie:  # the token trie a sweep walks: the vocabulary's, or the rest
 
 cdef struct SplitData:
     Trie trie  # the rests
-    const uint32_t* loop_p  # the mask words of the tokens of at most ``steps`` loop units
+    const uint32_t* unit_p  # [steps, n_loop]: row m - 1, the mask words of the tokens of 1..m loop units
     Py_ssize_t n_loop
-    const uint8_t* units_p  # token id -> its loop units if it is one of those tokens, else 0
-    Py_ssize_t n_units
     int32_t steps
 
 
 cdef class Split:
     """One vocabulary's split by a loop set (``structspec.tokens.trie.LoopSplit``) as the sweep
-    reads it: the mask words of the tokens made of at most ``steps`` loop units, and the trie
-    of the other tokens' rests, whose depth-1 nodes stand for the units before a rest."""
+    reads it: the mask words of the tokens made of at most ``m`` loop units for each ``m`` up to
+    ``steps``, and the trie of the other tokens' rests, whose depth-1 nodes stand for the units
+    before a rest."""
 
     cdef SplitData data
     cdef readonly int32_t max_id  # the largest token id among the rests
     cdef object _keep
 
-    def __init__(self, loop_words, loop_units, nodes, trie_byte, below_words, row_ids, int steps):
-        loop_words = np.ascontiguousarray(loop_words, np.uint32)
-        loop_units = np.ascontiguousarray(loop_units, np.uint8)
+    def __init__(self, unit_words, nodes, trie_byte, below_words, row_ids, int steps):
+        unit_words = np.ascontiguousarray(unit_words, np.uint32)
         if not 0 <= steps < 256:
             raise ValueError(f"a split reads 0..255 units, not {steps}")
         kept = point_trie(&self.data.trie, nodes, trie_byte, below_words, row_ids, steps)
-        if self.data.trie.n_words != len(loop_words):
-            raise ValueError("a split's mask words must be as wide as its loop words")
-        if len(loop_units) > 32 * len(loop_words) or loop_units.max(initial=0) > steps:
-            raise ValueError("a split's unit counts must fit its loop words and steps")
-        self._keep = (loop_words, loop_units, kept)
-        cdef const uint32_t[::1] w = loop_words
-        cdef const uint8_t[::1] u = loop_units
-        self.data.loop_p = &w[0] if w.shape[0] else NULL
-        self.data.n_loop = w.shape[0]
-        self.data.units_p = &u[0] if u.shape[0] else NULL
-        self.data.n_units = u.shape[0]
+        if unit_words.ndim != 2 or unit_words.shape[0] != steps or unit_words.shape[1] != self.data.trie.n_words:
+            raise ValueError("a split's words by unit count need one row per step, as wide as its mask words")
+        self._keep = (unit_words, kept)
+        cdef const uint32_t[:, ::1] w = unit_words
+        self.data.unit_p = &w[0, 0] if w.shape[0] and w.shape[1] else NULL
+        self.data.n_loop = w.shape[1]
         self.data.steps = steps
         self.max_id = int(kept[3].max(initial=-1))
 
@@ -1078,22 +1071,18 @@ cdef class Pushdown:
                              IVec* stack) noexcept nogil:
         """``sweep`` from ``ahead[0]`` through ``split`` (a split by that state's uniform step,
         whose chain ``ahead`` holds for ``steps`` steps, see chain_ahead()): the tokens of at
-        most ``steps`` loop units are taken (in one OR when that is all of them), and the rests
+        most ``steps`` loop units are taken (one OR of their words), and the rests
         after at most ``steps`` units are walked, each from the state as many units ahead on
         the chain. Any other token reads a unit more, which the chain's end does not take."""
-        cdef int32_t code = 0, node, lo, hi, token
+        cdef int32_t code = 0, node, lo, hi, m = steps if steps < split.steps else split.steps
         cdef int32_t* ahead = self.ahead.data
         cdef Py_ssize_t i
-        cdef uint8_t units
+        cdef const uint32_t* row
         self.split_sweeps += 1
-        if steps >= split.steps:
+        if m > 0:
+            row = split.unit_p + (m - 1) * split.n_loop
             for i in range(split.n_loop):
-                words[i] |= split.loop_p[i]
-        else:
-            for token in range(split.n_units):
-                units = split.units_p[token]
-                if units and units <= steps:
-                    words[token >> 5] |= (<uint32_t> 1) << (token & 31)
+                words[i] |= row[i]
         self.cur = split.trie
         stack.size = 0
         lo, hi = self.cur.nodes[0].child_lo, self.cur.nodes[0].child_hi
@@ -1189,8 +1178,7 @@ cdef class Pushdown:
         mine = self.gwords
         self.split_sweeps += 1
         self.key_sweeps += 1
-        for i in range(n_words):
-            mine[i] = split.loop_p[i]
+        memcpy(mine, split.unit_p + (split.steps - 1) * n_words, n_words * sizeof(uint32_t))
         self.cur = split.trie
         stack.size = 0
         lo, hi = self.cur.nodes[0].child_lo, self.cur.nodes[0].child_hi

@@ -170,4 +170,4 @@ def _trie_arrays(trie: TokenTrie) -> tuple[np.ndarray, ...]:
 
 def _split_arrays(split: LoopSplit) -> tuple[np.ndarray | int, ...]:
     r = split.rests
-    return split.loop_words, split.loop_units, r.nodes, r.byte, r.below_words, split.rest_ids, split.steps
+    return split.unit_words, r.nodes, r.byte, r.below_words, split.rest_ids, split.steps
