@@ -1123,9 +1123,8 @@ cdef class Pushdown:
         ``t``, kept for the last KEY_FILTERS such byte sets; NULL when memory runs out."""
         cdef uint64_t low = 0, high = 0
         cdef int b, k
-        cdef int32_t node, r, token
+        cdef int32_t node
         cdef uint32_t* words
-        cdef const Node* rec
         for b in range(128):
             if self.trans[s * self.n_classes + self.byte_class[b]] == t:
                 if b < 64:
@@ -1146,13 +1145,12 @@ cdef class Pushdown:
         memset(words, 0, self.main.n_words * sizeof(uint32_t))
         self.filter_keys[2 * k] = low
         self.filter_keys[2 * k + 1] = high
+        self.cur = self.main
         for node in range(self.main.nodes[0].child_lo, self.main.nodes[0].child_hi):
             b = self.main.byte_p[node]
             if b < 128 and ((low >> b) & 1 if b < 64 else (high >> (b - 64)) & 1):
-                rec = &self.main.nodes[node]
-                for r in range(rec.row_lo, rec.row_hi):
-                    token = self.main.ids_p[r]
-                    words[token >> 5] |= (<uint32_t> 1) << (token & 31)
+                self.accept(words, self.main.nodes[node].row_lo, self.main.nodes[node].end_hi)
+                self.accept_below(words, node)  # a big subtree's words in one OR
         return words
 
     cdef int32_t key_sweep(self, int32_t s, int32_t t, const SplitData* split, uint32_t* words,
