@@ -951,6 +951,10 @@ cdef class Pushdown:
         cdef int32_t h = self.cur.nodes[node].height, t, k
         cdef uint64_t r0 = self.cur.nodes[node].rest0, r1 = self.cur.nodes[node].rest1
         while h > 0:
+            if self.uni_next[s] == UNKNOWN:
+                k = self.rest_parts(s, r0, r1)
+                if k != 0:
+                    return k if k < 0 else 0
             t = self.uniform(s)
             if t < DEAD:
                 return t
@@ -964,6 +968,33 @@ cdef class Pushdown:
             h -= k
             s = self.jump_to[s]
         return 1
+
+    cdef int rest_parts(self, int32_t s, uint64_t r0, uint64_t r1) noexcept nogil:
+        """Whether the ASCII bytes of the rest words ``r0``, ``r1`` (bits 1..126) lead ``s``
+        apart -- one of them dies, or two lead to different run states -- so that they cannot
+        all be in its uniform step (1), else 0, or an error code. Reads the known transitions
+        first and fills the others one at a time, up to the first that parts them: a chain
+        check at a key's states settles on this without filling every byte class."""
+        cdef int b, c, known
+        cdef int32_t t, seen = UNKNOWN
+        cdef uint64_t w
+        for known in range(1, -1, -1):
+            for b in range(1, 127):
+                w = r0 if b < 64 else r1
+                if not (w >> (b & 63)) & 1:
+                    continue
+                c = self.class_p[b]
+                t = self.trans[s * self.n_classes + c]
+                if t == UNKNOWN:
+                    if known:
+                        continue
+                    t = self.fill(s, c)
+                    if t < DEAD:
+                        return t
+                if t == DEAD or (seen != UNKNOWN and t != seen):
+                    return 1
+                seen = t
+        return 0
 
     # -- sweeps ------------------------------------------------------------------------------
     cdef inline void accept(self, uint32_t* words, int32_t lo, int32_t hi) noexcept nogil:
