@@ -1456,8 +1456,9 @@ cdef class Pushdown:
         the vocabulary's root has mask words), and the states ``split_steps`` steps along it
         take that step too (or fewer, up to the end of a count, where every unit dies), the
         sweep goes through the vocabulary split by the step's bytes:
-        ``split_of(flags, utf8)`` (256 byte flags, whole characters or not) gives the arrays of
-        a :class:`Split` reading at most ``split_steps`` units, or None, once per loop set.
+        ``split_of(flags, utf8)`` (256 byte flags, whole characters or not) gives a
+        :class:`Split` reading at most ``split_steps`` units, or None, once per loop set (a
+        Split is read-only: one serves every grammar over the vocabulary).
 
         With ``frames`` > 0, only each stack's top ``frames`` frames are read, and a stack cut
         there stands on one opaque frame: the mask is then that of every state whose stacks
@@ -1540,8 +1541,7 @@ cdef class Pushdown:
         cdef Split split
         if key in self.splits:
             return self.splits[key]
-        arrays = self.split_of(key[:256], key[256] != 0)
-        split = None if arrays is None else Split(*arrays)
+        split = self.split_of(key[:256], key[256] != 0)
         if split is not None and (split.max_id > self.max_id or split.data.n_loop != self.main.n_words
                                   or split.data.steps > self.split_steps):
             raise ValueError("a loop split must come from the vocabulary of the trie")

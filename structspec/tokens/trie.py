@@ -105,7 +105,7 @@ def _build(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray, size: int, 
 SPLIT_STEPS = 16  # loop units after which a token's rest is walked from the state that many steps ahead
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared (and hashed) by identity: one per vocabulary and loop set
 class LoopSplit:
     """A vocabulary split by one *loop set*: the bytes (and, with ``utf8``, the whole multi-byte
     characters) each of which takes a run state one *step* along its loop or counted chain. A
