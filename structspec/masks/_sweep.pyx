@@ -4,7 +4,7 @@
 A *run state* is a parse state: a set of parse stacks and whether the root rule may end
 there. Stacks are interned frames ``(automaton state, parent frame)`` numbered in a C hash
 table, a run state is a set of head frames interned the same way, and
-``trans[run_state * n_classes + byte_class]`` is filled on demand by advancing every head over
+each run state's row of transitions (one per byte class) is filled on demand by advancing every head over
 the class's byte and closing the result (rule calls pushed, finished rules popped) -- the same
 steps as ``structspec.grammar.parse_state``, on integers. A sweep walks the trie depth first
 from given nodes, one table lookup per (node, run state) pair; a node whose whole subtree's
@@ -26,6 +26,8 @@ import numpy as np
 from structspec.tokens.trie import NODE
 
 cdef enum:
+    TRANS_SHIFT = 8  # a block of the transition table holds 1 << TRANS_SHIFT run states (see row())
+    TRANS_BLOCK = 1 << TRANS_SHIFT
     UNKNOWN = -2
     DEAD = -1
     ERR_STACKS = -3  # more than max_stacks heads: GrammarError E110
@@ -264,7 +266,8 @@ cdef class Pushdown:
     cdef Py_ssize_t n_runs, cap_runs
     cdef int32_t* rh_slots
     cdef Py_ssize_t rh_cap
-    cdef int32_t* trans
+    cdef int32_t** trans  # blocks of TRANS_BLOCK run states' rows: growing never moves a filled row
+    cdef Py_ssize_t n_blocks
     cdef uint8_t* pops
     cdef uint64_t* loops
     cdef uint8_t* has_loop
@@ -300,7 +303,9 @@ cdef class Pushdown:
     def __cinit__(self):
         self.f_state = self.f_parent = self.f_seen = NULL
         self.fh_slots = NULL
-        self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
+        self.rs_off = self.rh_slots = self.visits = self.rs_seen = NULL
+        self.trans = NULL
+        self.n_blocks = 0
         self.uni_next = self.jump_len = self.jump_to = self.mb_end = self.q_same = NULL
         self.q_loops = NULL
         self.q_looped = NULL
@@ -380,7 +385,8 @@ cdef class Pushdown:
     @property
     def nbytes(self) -> int:
         """Bytes of the tables this object allocated (the grammar and trie arrays aside)."""
-        return (self.cap_frames * 12 + self.fh_cap * 12 + self.cap_runs * (4 * self.n_classes + RUN_BYTES)
+        return (self.cap_frames * 12 + self.fh_cap * 12 + self.n_blocks * TRANS_BLOCK * 4 * self.n_classes
+                + self.cap_runs * RUN_BYTES
                 + self.rh_cap * 4 + self.rs_heads.cap * 4 + (self.n_states * 25 if self.mb_end != NULL else 0)
                 + (self.n_filters + (self.gwords != NULL)) * self.main.n_words * 4)
 
@@ -486,7 +492,6 @@ cdef class Pushdown:
         cdef Py_ssize_t k = self.n_classes
         if (grow(<void**> &self.rs_off, (old + 1) * 4 if old else 4, (new + 1) * 4, 0)
                 or grow(<void**> &self.rs_hash, old * 8, new * 8, 0)
-                or grow(<void**> &self.trans, old * k * 4, new * k * 4, 0xfe)  # 0xfefefefe < -2: fixed below
                 or grow(<void**> &self.pops, old, new, 0) or grow(<void**> &self.loops, old * 16, new * 16, 0)
                 or grow(<void**> &self.has_loop, old, new, 0) or grow(<void**> &self.visits, old * 4, new * 4, 0)
                 or grow(<void**> &self.rs_seen, old * 4, new * 4, 0)
@@ -496,9 +501,18 @@ cdef class Pushdown:
                 or grow(<void**> &self.jump_len, old * 4, new * 4, 0xff)
                 or grow(<void**> &self.jump_to, old * 4, new * 4, 0)):
             return -1
-        cdef Py_ssize_t i
-        for i in range(old * k, new * k):
-            self.trans[i] = UNKNOWN
+        cdef Py_ssize_t i, blocks = (new + TRANS_BLOCK - 1) // TRANS_BLOCK
+        cdef int32_t* block
+        if grow(<void**> &self.trans, self.n_blocks * sizeof(int32_t*), blocks * sizeof(int32_t*), 0):
+            return -1
+        while self.n_blocks < blocks:
+            block = <int32_t*> malloc(TRANS_BLOCK * k * 4)
+            if block == NULL:
+                return -1
+            for i in range(TRANS_BLOCK * k):
+                block[i] = UNKNOWN
+            self.trans[self.n_blocks] = block
+            self.n_blocks += 1
         for i in range(old, new):
             self.uni_next[i] = UNKNOWN
         self.cap_runs = new
@@ -657,9 +671,13 @@ cdef class Pushdown:
             return DEAD
         return self.intern_run(heads, accepting)
 
+    cdef inline int32_t* row(self, int32_t r) noexcept nogil:
+        """Run state ``r``'s transitions, one per byte class (UNKNOWN until filled)."""
+        return self.trans[r >> TRANS_SHIFT] + (r & (TRANS_BLOCK - 1)) * self.n_classes
+
     cdef int32_t fill(self, int32_t r, int c) noexcept nogil:
         """``trans[r, c]``, computed on first use."""
-        cdef int32_t found = self.trans[r * self.n_classes + c]
+        cdef int32_t found = self.row(r)[c]
         cdef Py_ssize_t i
         cdef int32_t h, q2, top
         if found != UNKNOWN:
@@ -676,7 +694,7 @@ cdef class Pushdown:
                     return ERR_SIZE
         found = DEAD if self.tops.size == 0 else self.close(&self.tops)
         if found >= DEAD:
-            self.trans[r * self.n_classes + c] = found
+            self.row(r)[c] = found
         return found
 
     # -- loop probes -------------------------------------------------------------------------
@@ -778,7 +796,7 @@ cdef class Pushdown:
             if t < DEAD:
                 return t
         for b in range(256):
-            t = self.trans[s * self.n_classes + self.byte_class[b]]
+            t = self.row(s)[self.byte_class[b]]
             if t < 0:
                 continue
             for i in range(n_targets):
@@ -794,7 +812,7 @@ cdef class Pushdown:
                 most, best = counts[i], targets[i]
         if best >= 0:
             for b in range(256):
-                ok[b] = self.trans[s * self.n_classes + self.byte_class[b]] == best
+                ok[b] = self.row(s)[self.byte_class[b]] == best
             # whole characters too: told from the automaton, else by filling the run states they pass
             self.uni_chars[s] = self.chars_uniform(s, ok) or self.chars_lead(s, best)
             set_words(ok, self.uni_chars[s], &low, &high)
@@ -984,7 +1002,7 @@ cdef class Pushdown:
                 if not (w >> (b & 63)) & 1:
                     continue
                 c = self.class_p[b]
-                t = self.trans[s * self.n_classes + c]
+                t = self.row(s)[c]
                 if t == UNKNOWN:
                     if known:
                         continue
@@ -1145,7 +1163,7 @@ cdef class Pushdown:
         if found < self.split_steps:
             return found if found < 0 else DEAD
         for b in range(128):
-            if self.trans[s * self.n_classes + self.byte_class[b]] == t and not flags[b]:
+            if self.row(s)[self.byte_class[b]] == t and not flags[b]:
                 return DEAD
         return t
 
@@ -1157,7 +1175,7 @@ cdef class Pushdown:
         cdef int32_t node
         cdef uint32_t* words
         for b in range(128):
-            if self.trans[s * self.n_classes + self.byte_class[b]] == t:
+            if self.row(s)[self.byte_class[b]] == t:
                 if b < 64:
                     low |= (<uint64_t> 1) << b
                 else:
@@ -1228,7 +1246,7 @@ cdef class Pushdown:
         for node in range(self.main.nodes[0].child_lo, self.main.nodes[0].child_hi):
             b = self.main.byte_p[node]
             c = self.class_p[b]
-            u = self.trans[s * self.n_classes + c]
+            u = self.row(s)[c]
             if b < 128 and u == t:
                 continue  # read through the split above
             if u == UNKNOWN:
@@ -1265,10 +1283,10 @@ cdef class Pushdown:
                 if self.uni_chars[t] > self.uni_chars[s]:
                     return 0
                 for c in range(self.n_classes):
-                    if self.trans[t * self.n_classes + c] == t and self.trans[s * self.n_classes + c] != t:
+                    if self.row(t)[c] == t and self.row(s)[c] != t:
                         return 0
         for b in range(256):
-            flags[b] = self.trans[s * self.n_classes + self.byte_class[b]] == t
+            flags[b] = self.row(s)[self.byte_class[b]] == t
         flags[256] = self.uni_chars[s]
         return 1
 
@@ -1277,8 +1295,8 @@ cdef class Pushdown:
         of ``s``'s (1 yes, 0 no, or an error code)."""
         cdef int c
         cdef int32_t next_s = self.uni_next[s], next_t = self.uniform(t)
-        cdef int32_t* row_s = self.trans + s * self.n_classes
-        cdef int32_t* row_t = self.trans + t * self.n_classes
+        cdef int32_t* row_s = self.row(s)
+        cdef int32_t* row_t = self.row(t)
         if next_t < DEAD:
             return next_t
         if next_t == DEAD:
@@ -1310,6 +1328,7 @@ cdef class Pushdown:
         first and a dead child's subtree is cleared: inside a string, far fewer tokens die
         than live. Each token is decided by exactly one node, so the modes never overlap."""
         cdef int32_t node, s, child, t, c, lo, hi, big
+        cdef int32_t* row_s
         cdef int done
         cdef bint pruning
         cdef Py_ssize_t i, n_words = self.cur.n_words
@@ -1339,9 +1358,10 @@ cdef class Pushdown:
             hi = nodes[node].child_hi
             if ivec_reserve(stack, stack.size + 2 * (hi - lo)):
                 return ERR_SIZE
+            row_s = self.row(s)  # rows never move: filling one grows the table by new blocks
             for child in range(lo, hi):
                 c = self.class_p[byte_p[child]]
-                t = self.trans[s * self.n_classes + c]
+                t = row_s[c]
                 if t == UNKNOWN:
                     t = self.fill(s, c)
                     if t < DEAD:
@@ -1369,13 +1389,18 @@ cdef class Pushdown:
         """Forget every frame and run state and give all the tables' memory back, the per
         automaton state caches (mb_end, q_same, q_loops) included: nothing is held until reset()."""
         free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_slots)
-        free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.trans); free(self.pops)
+        free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.pops)
         free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
         free(self.uni_next); free(self.uni_words); free(self.uni_chars); free(self.jump_len); free(self.jump_to); free(self.rs_heads.data)
         free(self.mb_end); free(self.q_loops); free(self.q_looped); free(self.q_same)
         self.f_state = self.f_parent = self.f_seen = NULL
         self.fh_slots = NULL
-        self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
+        for i in range(self.n_blocks):
+            free(self.trans[i])
+        free(self.trans)
+        self.trans = NULL
+        self.n_blocks = 0
+        self.rs_off = self.rh_slots = self.visits = self.rs_seen = NULL
         self.uni_next = self.jump_len = self.jump_to = self.mb_end = self.q_same = NULL
         self.uni_words = self.rs_hash = self.loops = self.q_loops = NULL
         self.pops = self.has_loop = self.q_looped = self.uni_chars = NULL
