@@ -184,9 +184,9 @@ def _split(vocab: Vocabulary, flags: np.ndarray, utf8: bool, steps: int) -> Loop
     if len(rows) > _rest_limit(vocab):
         return None
     most = int(units.max(initial=0))
-    counts = np.zeros((vocab.size + 31) // 32 * 32, np.int32)
-    counts[vocab.text_ids[looping]] = units[looping]
-    taken = (counts[None, :] > 0) & (counts[None, :] <= np.arange(1, most + 1)[:, None])
+    fewer = np.full((vocab.size + 31) // 32 * 32, 255, np.uint8)  # each token's units - 1, 255 for none
+    fewer[vocab.text_ids[looping]] = units[looping] - 1
+    taken = fewer[None, :] < np.arange(1, most + 1, dtype=np.uint8)[:, None]  # row m - 1: 1..m units
     unit_words = np.packbits(taken, axis=1, bitorder="little").view(np.uint32)
     matrix, lengths = rest_rows(vocab.byte_matrix, vocab.lengths, rows, offsets[rows], units[rows])
     order = byte_order(matrix, lengths)
