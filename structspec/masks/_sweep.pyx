@@ -285,6 +285,8 @@ cdef class Pushdown:
     # scratch
     cdef IVec tops, todo, heads, stack, found, chars, chain, chain_off, chain_cut  # chain*: mask()'s stacks
     cdef IVec ahead  # split_sweep()'s chain states
+    cdef IVec last_tops  # the frames the last closing fill() moved to, and the run state they closed to
+    cdef int32_t last_closed
     cdef IVec mb  # chars_lead()'s run states
     cdef uint32_t* gwords  # key_sweep()'s words of the tokens read through the split
     cdef uint64_t filter_keys[2 * 8]  # first_bytes(): the byte sets (two words each) and their token words
@@ -318,6 +320,7 @@ cdef class Pushdown:
         ivec_init(&self.rs_heads); ivec_init(&self.tops); ivec_init(&self.todo); ivec_init(&self.heads)
         ivec_init(&self.stack); ivec_init(&self.found); ivec_init(&self.chars)
         ivec_init(&self.chain); ivec_init(&self.chain_off); ivec_init(&self.chain_cut); ivec_init(&self.ahead); ivec_init(&self.mb)
+        ivec_init(&self.last_tops)
 
     def __init__(self, move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
                  multi_seq, multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
@@ -368,6 +371,7 @@ cdef class Pushdown:
         free(self.tops.data); free(self.todo.data); free(self.heads.data)
         free(self.stack.data); free(self.found.data); free(self.chars.data)
         free(self.chain.data); free(self.chain_off.data); free(self.chain_cut.data); free(self.ahead.data); free(self.mb.data)
+        free(self.last_tops.data)
         self.free_filters()
 
     cdef void free_filters(self) noexcept nogil:
@@ -692,7 +696,20 @@ cdef class Pushdown:
                     return top
                 if ivec_push(&self.tops, top):
                     return ERR_SIZE
-        found = DEAD if self.tops.size == 0 else self.close(&self.tops)
+        if self.tops.size == 0:
+            found = DEAD
+        elif (self.tops.size == self.last_tops.size
+                and memcmp(self.tops.data, self.last_tops.data, self.tops.size * sizeof(int32_t)) == 0):
+            found = self.last_closed  # the same frames moved as in the last fill: the same closure
+        else:
+            found = self.close(&self.tops)
+            if found >= 0:
+                self.last_tops.size = 0
+                if ivec_reserve(&self.last_tops, self.tops.size):
+                    return ERR_SIZE
+                memcpy(self.last_tops.data, self.tops.data, self.tops.size * sizeof(int32_t))
+                self.last_tops.size = self.tops.size
+                self.last_closed = found
         if found >= DEAD:
             self.row(r)[c] = found
         return found
@@ -1405,6 +1422,7 @@ cdef class Pushdown:
         self.uni_words = self.rs_hash = self.loops = self.q_loops = NULL
         self.pops = self.has_loop = self.q_looped = self.uni_chars = NULL
         ivec_init(&self.rs_heads)
+        self.last_tops.size = 0  # its frames and run state are gone
         self.n_frames = self.n_runs = 0
         self.cap_frames = self.cap_runs = 0
         self.fh_cap = self.rh_cap = 0
