@@ -1405,6 +1405,7 @@ cdef class Pushdown:
     cdef void free_tables(self) noexcept nogil:
         """Forget every frame and run state and give all the tables' memory back, the per
         automaton state caches (mb_end, q_same, q_loops) included: nothing is held until reset()."""
+        cdef Py_ssize_t i
         free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_slots)
         free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.pops)
         free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
