@@ -285,7 +285,8 @@ cdef class Pushdown:
     # scratch
     cdef IVec tops, todo, heads, stack, found, chars, chain, chain_off, chain_cut  # chain*: mask()'s stacks
     cdef IVec ahead  # split_sweep()'s chain states
-    cdef IVec last_tops  # the frames the last closing fill() moved to, and the run state they closed to
+    cdef IVec moved  # fill()'s (state, parent) pairs its heads move to
+    cdef IVec last_moved  # those of the last fill() that closed, and the run state it closed to
     cdef int32_t last_closed
     cdef IVec mb  # chars_lead()'s run states
     cdef uint32_t* gwords  # key_sweep()'s words of the tokens read through the split
@@ -320,7 +321,7 @@ cdef class Pushdown:
         ivec_init(&self.rs_heads); ivec_init(&self.tops); ivec_init(&self.todo); ivec_init(&self.heads)
         ivec_init(&self.stack); ivec_init(&self.found); ivec_init(&self.chars)
         ivec_init(&self.chain); ivec_init(&self.chain_off); ivec_init(&self.chain_cut); ivec_init(&self.ahead); ivec_init(&self.mb)
-        ivec_init(&self.last_tops)
+        ivec_init(&self.moved); ivec_init(&self.last_moved)
 
     def __init__(self, move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
                  multi_seq, multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
@@ -371,7 +372,7 @@ cdef class Pushdown:
         free(self.tops.data); free(self.todo.data); free(self.heads.data)
         free(self.stack.data); free(self.found.data); free(self.chars.data)
         free(self.chain.data); free(self.chain_off.data); free(self.chain_cut.data); free(self.ahead.data); free(self.mb.data)
-        free(self.last_tops.data)
+        free(self.moved.data); free(self.last_moved.data)
         self.free_filters()
 
     cdef void free_filters(self) noexcept nogil:
@@ -680,35 +681,42 @@ cdef class Pushdown:
         return self.trans[r >> TRANS_SHIFT] + (r & (TRANS_BLOCK - 1)) * self.n_classes
 
     cdef int32_t fill(self, int32_t r, int c) noexcept nogil:
-        """``trans[r, c]``, computed on first use."""
+        """``trans[r, c]``, computed on first use. A fill whose heads move to the same (state,
+        parent) pairs as the last closing fill's takes that fill's run state: a closure is a
+        function of the frames moved to alone (sibling bytes that keep only the free key, most
+        bytes of a uniform step)."""
         cdef int32_t found = self.row(r)[c]
         cdef Py_ssize_t i
         cdef int32_t h, q2, top
+        cdef IVec* moved = &self.moved
         if found != UNKNOWN:
             return found
-        self.tops.size = 0
+        moved.size = 0
         for i in range(self.rs_off[r], self.rs_off[r + 1]):
             h = self.rs_heads.data[i]
             q2 = self.move(self.f_state[h], c)
-            if q2 >= 0:
-                top = self.frame(q2, self.f_parent[h])
+            if q2 >= 0 and (ivec_push(moved, q2) or ivec_push(moved, self.f_parent[h])):
+                return ERR_SIZE
+        if moved.size == 0:
+            found = DEAD
+        elif (moved.size == self.last_moved.size
+                and memcmp(moved.data, self.last_moved.data, moved.size * sizeof(int32_t)) == 0):
+            found = self.last_closed
+        else:
+            self.tops.size = 0
+            for i in range(0, moved.size, 2):
+                top = self.frame(moved.data[i], moved.data[i + 1])
                 if top < 0:
                     return top
                 if ivec_push(&self.tops, top):
                     return ERR_SIZE
-        if self.tops.size == 0:
-            found = DEAD
-        elif (self.tops.size == self.last_tops.size
-                and memcmp(self.tops.data, self.last_tops.data, self.tops.size * sizeof(int32_t)) == 0):
-            found = self.last_closed  # the same frames moved as in the last fill: the same closure
-        else:
             found = self.close(&self.tops)
             if found >= 0:
-                self.last_tops.size = 0
-                if ivec_reserve(&self.last_tops, self.tops.size):
+                self.last_moved.size = 0
+                if ivec_reserve(&self.last_moved, moved.size):
                     return ERR_SIZE
-                memcpy(self.last_tops.data, self.tops.data, self.tops.size * sizeof(int32_t))
-                self.last_tops.size = self.tops.size
+                memcpy(self.last_moved.data, moved.data, moved.size * sizeof(int32_t))
+                self.last_moved.size = moved.size
                 self.last_closed = found
         if found >= DEAD:
             self.row(r)[c] = found
@@ -1423,7 +1431,7 @@ cdef class Pushdown:
         self.uni_words = self.rs_hash = self.loops = self.q_loops = NULL
         self.pops = self.has_loop = self.q_looped = self.uni_chars = NULL
         ivec_init(&self.rs_heads)
-        self.last_tops.size = 0  # its frames and run state are gone
+        self.last_moved.size = 0  # its frames and run state are gone
         self.n_frames = self.n_runs = 0
         self.cap_frames = self.cap_runs = 0
         self.fh_cap = self.rh_cap = 0
