@@ -3,8 +3,8 @@
 
 A *run state* is a parse state: a set of parse stacks and whether the root rule may end
 there. Stacks are interned frames ``(automaton state, parent frame)`` numbered in a C hash
-table, a run state is a sorted array of head frames interned the same way, and
-``trans[run_state * n_classes + byte_class]`` is filled on demand by advancing every head over
+table, a run state is a set of head frames interned the same way, and
+each run state's row of transitions (one per byte class) is filled on demand by advancing every head over
 the class's byte and closing the result (rule calls pushed, finished rules popped) -- the same
 steps as ``structspec.grammar.parse_state``, on integers. A sweep walks the trie depth first
 from given nodes, one table lookup per (node, run state) pair; a node whose whole subtree's
@@ -26,6 +26,8 @@ import numpy as np
 from structspec.tokens.trie import NODE
 
 cdef enum:
+    TRANS_SHIFT = 8  # a block of the transition table holds 1 << TRANS_SHIFT run states (see row())
+    TRANS_BLOCK = 1 << TRANS_SHIFT
     UNKNOWN = -2
     DEAD = -1
     ERR_STACKS = -3  # more than max_stacks heads: GrammarError E110
@@ -56,39 +58,32 @@ cdef struct Trie:  # the token trie a sweep walks: the vocabulary's, or the rest
 
 cdef struct SplitData:
     Trie trie  # the rests
-    const uint32_t* loop_p  # the mask words of the tokens of at most ``steps`` loop units
+    const uint32_t* unit_p  # [steps, n_loop]: row m - 1, the mask words of the tokens of 1..m loop units
     Py_ssize_t n_loop
-    const uint8_t* units_p  # token id -> its loop units if it is one of those tokens, else 0
-    Py_ssize_t n_units
     int32_t steps
 
 
 cdef class Split:
     """One vocabulary's split by a loop set (``structspec.tokens.trie.LoopSplit``) as the sweep
-    reads it: the mask words of the tokens made of at most ``steps`` loop units, and the trie
-    of the other tokens' rests, whose depth-1 nodes stand for the units before a rest."""
+    reads it: the mask words of the tokens made of at most ``m`` loop units for each ``m`` up to
+    ``steps``, and the trie of the other tokens' rests, whose depth-1 nodes stand for the units
+    before a rest."""
 
     cdef SplitData data
     cdef readonly int32_t max_id  # the largest token id among the rests
     cdef object _keep
 
-    def __init__(self, loop_words, loop_units, nodes, trie_byte, below_words, row_ids, int steps):
-        loop_words = np.ascontiguousarray(loop_words, np.uint32)
-        loop_units = np.ascontiguousarray(loop_units, np.uint8)
+    def __init__(self, unit_words, nodes, trie_byte, below_words, row_ids, int steps):
+        unit_words = np.ascontiguousarray(unit_words, np.uint32)
         if not 0 <= steps < 256:
             raise ValueError(f"a split reads 0..255 units, not {steps}")
         kept = point_trie(&self.data.trie, nodes, trie_byte, below_words, row_ids, steps)
-        if self.data.trie.n_words != len(loop_words):
-            raise ValueError("a split's mask words must be as wide as its loop words")
-        if len(loop_units) > 32 * len(loop_words) or loop_units.max(initial=0) > steps:
-            raise ValueError("a split's unit counts must fit its loop words and steps")
-        self._keep = (loop_words, loop_units, kept)
-        cdef const uint32_t[::1] w = loop_words
-        cdef const uint8_t[::1] u = loop_units
-        self.data.loop_p = &w[0] if w.shape[0] else NULL
-        self.data.n_loop = w.shape[0]
-        self.data.units_p = &u[0] if u.shape[0] else NULL
-        self.data.n_units = u.shape[0]
+        if unit_words.ndim != 2 or unit_words.shape[0] != steps or unit_words.shape[1] != self.data.trie.n_words:
+            raise ValueError("a split's words by unit count need one row per step, as wide as its mask words")
+        self._keep = (unit_words, kept)
+        cdef const uint32_t[:, ::1] w = unit_words
+        self.data.unit_p = &w[0, 0] if w.shape[0] and w.shape[1] else NULL
+        self.data.n_loop = w.shape[1]
         self.data.steps = steps
         self.max_id = int(kept[3].max(initial=-1))
 
@@ -153,6 +148,11 @@ cdef bint trie_fits(const Trie* trie, Py_ssize_t n, Py_ssize_t rows, Py_ssize_t 
         if trie.byte_p[v] > first_bytes:
             return 0
     return 1
+
+
+cdef packed struct FrameSlot:  # 12 bytes: a frame's key and number side by side, one cache line read
+    int64_t key
+    int32_t val
 
 
 cdef struct IVec:
@@ -257,8 +257,7 @@ cdef class Pushdown:
     cdef int32_t* f_seen
     cdef readonly Py_ssize_t n_frames
     cdef Py_ssize_t cap_frames
-    cdef int64_t* fh_keys
-    cdef int32_t* fh_vals
+    cdef FrameSlot* fh_slots  # the frames' hash table: key (state, parent), value the frame; key -1 when empty
     cdef Py_ssize_t fh_cap
     # run states
     cdef int32_t* rs_off
@@ -267,7 +266,8 @@ cdef class Pushdown:
     cdef Py_ssize_t n_runs, cap_runs
     cdef int32_t* rh_slots
     cdef Py_ssize_t rh_cap
-    cdef int32_t* trans
+    cdef int32_t** trans  # blocks of TRANS_BLOCK run states' rows: growing never moves a filled row
+    cdef Py_ssize_t n_blocks
     cdef uint8_t* pops
     cdef uint64_t* loops
     cdef uint8_t* has_loop
@@ -285,6 +285,9 @@ cdef class Pushdown:
     # scratch
     cdef IVec tops, todo, heads, stack, found, chars, chain, chain_off, chain_cut  # chain*: mask()'s stacks
     cdef IVec ahead  # split_sweep()'s chain states
+    cdef IVec moved  # fill()'s (state, parent) pairs its heads move to
+    cdef IVec last_moved  # those of the last fill() that closed, and the run state it closed to
+    cdef int32_t last_closed
     cdef IVec mb  # chars_lead()'s run states
     cdef uint32_t* gwords  # key_sweep()'s words of the tokens read through the split
     cdef uint64_t filter_keys[2 * 8]  # first_bytes(): the byte sets (two words each) and their token words
@@ -302,8 +305,10 @@ cdef class Pushdown:
 
     def __cinit__(self):
         self.f_state = self.f_parent = self.f_seen = NULL
-        self.fh_keys = NULL
-        self.fh_vals = self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
+        self.fh_slots = NULL
+        self.rs_off = self.rh_slots = self.visits = self.rs_seen = NULL
+        self.trans = NULL
+        self.n_blocks = 0
         self.uni_next = self.jump_len = self.jump_to = self.mb_end = self.q_same = NULL
         self.q_loops = NULL
         self.q_looped = NULL
@@ -316,6 +321,7 @@ cdef class Pushdown:
         ivec_init(&self.rs_heads); ivec_init(&self.tops); ivec_init(&self.todo); ivec_init(&self.heads)
         ivec_init(&self.stack); ivec_init(&self.found); ivec_init(&self.chars)
         ivec_init(&self.chain); ivec_init(&self.chain_off); ivec_init(&self.chain_cut); ivec_init(&self.ahead); ivec_init(&self.mb)
+        ivec_init(&self.moved); ivec_init(&self.last_moved)
 
     def __init__(self, move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, final, movable, sink, plain,
                  multi_seq, multi_pos, multi_cls, nodes, trie_byte, below_words, row_ids, Py_ssize_t max_frames, Py_ssize_t max_states, Py_ssize_t max_stacks,
@@ -366,6 +372,7 @@ cdef class Pushdown:
         free(self.tops.data); free(self.todo.data); free(self.heads.data)
         free(self.stack.data); free(self.found.data); free(self.chars.data)
         free(self.chain.data); free(self.chain_off.data); free(self.chain_cut.data); free(self.ahead.data); free(self.mb.data)
+        free(self.moved.data); free(self.last_moved.data)
         self.free_filters()
 
     cdef void free_filters(self) noexcept nogil:
@@ -383,7 +390,8 @@ cdef class Pushdown:
     @property
     def nbytes(self) -> int:
         """Bytes of the tables this object allocated (the grammar and trie arrays aside)."""
-        return (self.cap_frames * 12 + self.fh_cap * 12 + self.cap_runs * (4 * self.n_classes + RUN_BYTES)
+        return (self.cap_frames * 12 + self.fh_cap * 12 + self.n_blocks * TRANS_BLOCK * 4 * self.n_classes
+                + self.cap_runs * RUN_BYTES
                 + self.rh_cap * 4 + self.rs_heads.cap * 4 + (self.n_states * 25 if self.mb_end != NULL else 0)
                 + (self.n_filters + (self.gwords != NULL)) * self.main.n_words * 4)
 
@@ -406,22 +414,20 @@ cdef class Pushdown:
         return 0
 
     cdef int _rehash_frames(self, Py_ssize_t cap) noexcept nogil:
-        cdef int64_t* keys = <int64_t*> malloc(cap * sizeof(int64_t))
-        cdef int32_t* vals = <int32_t*> malloc(cap * sizeof(int32_t))
+        cdef FrameSlot* slots = <FrameSlot*> malloc(cap * sizeof(FrameSlot))
         cdef Py_ssize_t i, slot
-        if keys == NULL or vals == NULL:
-            free(keys); free(vals)
+        if slots == NULL:
             return -1
-        memset(keys, 0xff, cap * sizeof(int64_t))
+        for i in range(cap):
+            slots[i].key = -1
         for i in range(self.fh_cap):
-            if self.fh_keys[i] >= 0:
-                slot = mix(self.fh_keys[i]) & (cap - 1)
-                while keys[slot] >= 0:
+            if self.fh_slots[i].key >= 0:
+                slot = mix(self.fh_slots[i].key) & (cap - 1)
+                while slots[slot].key >= 0:
                     slot = (slot + 1) & (cap - 1)
-                keys[slot] = self.fh_keys[i]
-                vals[slot] = self.fh_vals[i]
-        free(self.fh_keys); free(self.fh_vals)
-        self.fh_keys, self.fh_vals, self.fh_cap = keys, vals, cap
+                slots[slot] = self.fh_slots[i]
+        free(self.fh_slots)
+        self.fh_slots, self.fh_cap = slots, cap
         return 0
 
     cdef int32_t frame(self, int32_t state, int32_t parent) noexcept nogil:
@@ -431,12 +437,13 @@ cdef class Pushdown:
         cdef Py_ssize_t slot
         cdef int32_t found
         if state < self.n_states:
-            state = self.same_as(state)
+            found = self.q_same[state]
+            state = found if found != UNKNOWN else self.same_as(state)
         key = (<int64_t> state << 32) | <uint32_t> (parent + 1)
         slot = mix(key) & (self.fh_cap - 1)
-        while self.fh_keys[slot] >= 0:
-            if self.fh_keys[slot] == key:
-                return self.fh_vals[slot]
+        while self.fh_slots[slot].key >= 0:
+            if self.fh_slots[slot].key == key:
+                return self.fh_slots[slot].val
             slot = (slot + 1) & (self.fh_cap - 1)
         if self.n_frames >= self.max_frames:
             return ERR_SIZE
@@ -446,8 +453,8 @@ cdef class Pushdown:
         self.n_frames += 1
         self.f_state[found] = state
         self.f_parent[found] = parent
-        self.fh_keys[slot] = key
-        self.fh_vals[slot] = found
+        self.fh_slots[slot].key = key
+        self.fh_slots[slot].val = found
         if 2 * self.n_frames > self.fh_cap and self._rehash_frames(2 * self.fh_cap):
             return ERR_SIZE
         return found
@@ -490,7 +497,6 @@ cdef class Pushdown:
         cdef Py_ssize_t k = self.n_classes
         if (grow(<void**> &self.rs_off, (old + 1) * 4 if old else 4, (new + 1) * 4, 0)
                 or grow(<void**> &self.rs_hash, old * 8, new * 8, 0)
-                or grow(<void**> &self.trans, old * k * 4, new * k * 4, 0xfe)  # 0xfefefefe < -2: fixed below
                 or grow(<void**> &self.pops, old, new, 0) or grow(<void**> &self.loops, old * 16, new * 16, 0)
                 or grow(<void**> &self.has_loop, old, new, 0) or grow(<void**> &self.visits, old * 4, new * 4, 0)
                 or grow(<void**> &self.rs_seen, old * 4, new * 4, 0)
@@ -500,9 +506,18 @@ cdef class Pushdown:
                 or grow(<void**> &self.jump_len, old * 4, new * 4, 0xff)
                 or grow(<void**> &self.jump_to, old * 4, new * 4, 0)):
             return -1
-        cdef Py_ssize_t i
-        for i in range(old * k, new * k):
-            self.trans[i] = UNKNOWN
+        cdef Py_ssize_t i, blocks = (new + TRANS_BLOCK - 1) // TRANS_BLOCK
+        cdef int32_t* block
+        if grow(<void**> &self.trans, self.n_blocks * sizeof(int32_t*), blocks * sizeof(int32_t*), 0):
+            return -1
+        while self.n_blocks < blocks:
+            block = <int32_t*> malloc(TRANS_BLOCK * k * 4)
+            if block == NULL:
+                return -1
+            for i in range(TRANS_BLOCK * k):
+                block[i] = UNKNOWN
+            self.trans[self.n_blocks] = block
+            self.n_blocks += 1
         for i in range(old, new):
             self.uni_next[i] = UNKNOWN
         self.cap_runs = new
@@ -524,19 +539,28 @@ cdef class Pushdown:
         return 0
 
     cdef int32_t intern_run(self, IVec* heads, bint accepting) noexcept nogil:
-        """The run state of the sorted ``heads`` and ``accepting``, numbered on first sight."""
+        """The run state of the set ``heads`` (distinct frames, in any order) and ``accepting``,
+        numbered on first sight. Its hash is a sum over the heads, so no order is needed: a
+        candidate of the same hash and size is the same set when each of its heads is among
+        ``heads`` (marked in ``f_seen``)."""
         cdef uint64_t h = mix(<uint64_t> accepting + 0x9e3779b97f4a7c15ULL)
         cdef Py_ssize_t i, slot, n = heads.size
         cdef int32_t r, lo
+        cdef bint marked = 0
         for i in range(n):
-            h = mix(h ^ (<uint64_t> heads.data[i] + 0x9e3779b97f4a7c15ULL))
+            h += mix(<uint64_t> heads.data[i] + 0x9e3779b97f4a7c15ULL)
         slot = h & (self.rh_cap - 1)
         while self.rh_slots[slot] >= 0:
             r = self.rh_slots[slot]
             if self.rs_hash[r] == h and self.pops[r] == accepting and self.rs_off[r + 1] - self.rs_off[r] == n:
+                if not marked:
+                    self.next_stamp()
+                    for i in range(n):
+                        self.f_seen[heads.data[i]] = self.stamp
+                    marked = 1
                 lo = self.rs_off[r]
                 for i in range(n):
-                    if self.rs_heads.data[lo + i] != heads.data[i]:
+                    if self.f_seen[self.rs_heads.data[lo + i]] != self.stamp:
                         break
                 else:
                     return r
@@ -598,6 +622,13 @@ cdef class Pushdown:
         self.loops[2 * r + 1] |= high
         self.has_loop[r] = (self.loops[2 * r] | self.loops[2 * r + 1]) != 0
 
+    cdef inline void next_stamp(self) noexcept nogil:
+        """A fresh mark for ``f_seen`` (frames visited by a closure, or heads being compared)."""
+        self.stamp += 1
+        if self.stamp == 0x7fffffff:
+            memset(self.f_seen, 0, self.cap_frames * 4)
+            self.stamp = 1
+
     # -- the pushdown ------------------------------------------------------------------------
     cdef int32_t close(self, IVec* tops) noexcept nogil:
         """The run state of the closure of the frames ``tops`` (rule calls pushed, finished
@@ -607,10 +638,7 @@ cdef class Pushdown:
         cdef Py_ssize_t i
         cdef int32_t top, q, parent, below, callee
         cdef bint accepting = 0
-        self.stamp += 1
-        if self.stamp == 0x7fffffff:
-            memset(self.f_seen, 0, self.cap_frames * 4)
-            self.stamp = 1
+        self.next_stamp()
         todo.size = heads.size = 0
         for i in range(tops.size):
             if ivec_push(todo, tops.data[i]):
@@ -646,29 +674,52 @@ cdef class Pushdown:
             return ERR_STACKS
         if heads.size == 0 and not accepting:
             return DEAD
-        sort_ints(heads.data, heads.size)
         return self.intern_run(heads, accepting)
 
+    cdef inline int32_t* row(self, int32_t r) noexcept nogil:
+        """Run state ``r``'s transitions, one per byte class (UNKNOWN until filled)."""
+        return self.trans[r >> TRANS_SHIFT] + (r & (TRANS_BLOCK - 1)) * self.n_classes
+
     cdef int32_t fill(self, int32_t r, int c) noexcept nogil:
-        """``trans[r, c]``, computed on first use."""
-        cdef int32_t found = self.trans[r * self.n_classes + c]
+        """``trans[r, c]``, computed on first use. A fill whose heads move to the same (state,
+        parent) pairs as the last closing fill's takes that fill's run state: a closure is a
+        function of the frames moved to alone (sibling bytes that keep only the free key, most
+        bytes of a uniform step)."""
+        cdef int32_t found = self.row(r)[c]
         cdef Py_ssize_t i
         cdef int32_t h, q2, top
+        cdef IVec* moved = &self.moved
         if found != UNKNOWN:
             return found
-        self.tops.size = 0
+        moved.size = 0
         for i in range(self.rs_off[r], self.rs_off[r + 1]):
             h = self.rs_heads.data[i]
             q2 = self.move(self.f_state[h], c)
-            if q2 >= 0:
-                top = self.frame(q2, self.f_parent[h])
+            if q2 >= 0 and (ivec_push(moved, q2) or ivec_push(moved, self.f_parent[h])):
+                return ERR_SIZE
+        if moved.size == 0:
+            found = DEAD
+        elif (moved.size == self.last_moved.size
+                and memcmp(moved.data, self.last_moved.data, moved.size * sizeof(int32_t)) == 0):
+            found = self.last_closed
+        else:
+            self.tops.size = 0
+            for i in range(0, moved.size, 2):
+                top = self.frame(moved.data[i], moved.data[i + 1])
                 if top < 0:
                     return top
                 if ivec_push(&self.tops, top):
                     return ERR_SIZE
-        found = DEAD if self.tops.size == 0 else self.close(&self.tops)
+            found = self.close(&self.tops)
+            if found >= 0:
+                self.last_moved.size = 0
+                if ivec_reserve(&self.last_moved, moved.size):
+                    return ERR_SIZE
+                memcpy(self.last_moved.data, moved.data, moved.size * sizeof(int32_t))
+                self.last_moved.size = moved.size
+                self.last_closed = found
         if found >= DEAD:
-            self.trans[r * self.n_classes + c] = found
+            self.row(r)[c] = found
         return found
 
     # -- loop probes -------------------------------------------------------------------------
@@ -770,7 +821,7 @@ cdef class Pushdown:
             if t < DEAD:
                 return t
         for b in range(256):
-            t = self.trans[s * self.n_classes + self.byte_class[b]]
+            t = self.row(s)[self.byte_class[b]]
             if t < 0:
                 continue
             for i in range(n_targets):
@@ -786,7 +837,7 @@ cdef class Pushdown:
                 most, best = counts[i], targets[i]
         if best >= 0:
             for b in range(256):
-                ok[b] = self.trans[s * self.n_classes + self.byte_class[b]] == best
+                ok[b] = self.row(s)[self.byte_class[b]] == best
             # whole characters too: told from the automaton, else by filling the run states they pass
             self.uni_chars[s] = self.chars_uniform(s, ok) or self.chars_lead(s, best)
             set_words(ok, self.uni_chars[s], &low, &high)
@@ -943,6 +994,10 @@ cdef class Pushdown:
         cdef int32_t h = self.cur.nodes[node].height, t, k
         cdef uint64_t r0 = self.cur.nodes[node].rest0, r1 = self.cur.nodes[node].rest1
         while h > 0:
+            if self.uni_next[s] == UNKNOWN:
+                k = self.rest_parts(s, r0, r1)
+                if k != 0:
+                    return k if k < 0 else 0
             t = self.uniform(s)
             if t < DEAD:
                 return t
@@ -956,6 +1011,33 @@ cdef class Pushdown:
             h -= k
             s = self.jump_to[s]
         return 1
+
+    cdef int rest_parts(self, int32_t s, uint64_t r0, uint64_t r1) noexcept nogil:
+        """Whether the ASCII bytes of the rest words ``r0``, ``r1`` (bits 1..126) lead ``s``
+        apart -- one of them dies, or two lead to different run states -- so that they cannot
+        all be in its uniform step (1), else 0, or an error code. Reads the known transitions
+        first and fills the others one at a time, up to the first that parts them: a chain
+        check at a key's states settles on this without filling every byte class."""
+        cdef int b, c, known
+        cdef int32_t t, seen = UNKNOWN
+        cdef uint64_t w
+        for known in range(1, -1, -1):
+            for b in range(1, 127):
+                w = r0 if b < 64 else r1
+                if not (w >> (b & 63)) & 1:
+                    continue
+                c = self.class_p[b]
+                t = self.row(s)[c]
+                if t == UNKNOWN:
+                    if known:
+                        continue
+                    t = self.fill(s, c)
+                    if t < DEAD:
+                        return t
+                if t == DEAD or (seen != UNKNOWN and t != seen):
+                    return 1
+                seen = t
+        return 0
 
     # -- sweeps ------------------------------------------------------------------------------
     cdef inline void accept(self, uint32_t* words, int32_t lo, int32_t hi) noexcept nogil:
@@ -997,11 +1079,13 @@ cdef class Pushdown:
 
     cdef bint wide(self, int32_t s) noexcept nogil:
         """Whether most bytes keep ``s`` on its loop or chain (inside a string): a subtree is
-        then cheaper to take whole and prune than to collect token by token."""
-        cdef int32_t t = self.uniform(s)
+        then cheaper to take whole and prune than to collect token by token. Told from the loop
+        set, or from the uniform step where it is known: computing the step here would fill
+        every byte class of the key states the walk passes (a quarter of the slowest masks'
+        time), and either mode gives the same mask."""
         if self.has_loop[s] and popcount(self.loops[2 * s]) + popcount(self.loops[2 * s + 1]) >= 64:
             return 1
-        return t >= 0 and popcount(self.uni_words[2 * s]) + popcount(self.uni_words[2 * s + 1]) >= 64
+        return self.uni_next[s] >= 0 and popcount(self.uni_words[2 * s]) + popcount(self.uni_words[2 * s + 1]) >= 64
 
     cdef inline void reject(self, uint32_t* words, int32_t lo, int32_t hi) noexcept nogil:
         cdef int32_t r, token
@@ -1061,22 +1145,18 @@ cdef class Pushdown:
                              IVec* stack) noexcept nogil:
         """``sweep`` from ``ahead[0]`` through ``split`` (a split by that state's uniform step,
         whose chain ``ahead`` holds for ``steps`` steps, see chain_ahead()): the tokens of at
-        most ``steps`` loop units are taken (in one OR when that is all of them), and the rests
+        most ``steps`` loop units are taken (one OR of their words), and the rests
         after at most ``steps`` units are walked, each from the state as many units ahead on
         the chain. Any other token reads a unit more, which the chain's end does not take."""
-        cdef int32_t code = 0, node, lo, hi, token
+        cdef int32_t code = 0, node, lo, hi, m = steps if steps < split.steps else split.steps
         cdef int32_t* ahead = self.ahead.data
         cdef Py_ssize_t i
-        cdef uint8_t units
+        cdef const uint32_t* row
         self.split_sweeps += 1
-        if steps >= split.steps:
+        if m > 0:
+            row = split.unit_p + (m - 1) * split.n_loop
             for i in range(split.n_loop):
-                words[i] |= split.loop_p[i]
-        else:
-            for token in range(split.n_units):
-                units = split.units_p[token]
-                if units and units <= steps:
-                    words[token >> 5] |= (<uint32_t> 1) << (token & 31)
+                words[i] |= row[i]
         self.cur = split.trie
         stack.size = 0
         lo, hi = self.cur.nodes[0].child_lo, self.cur.nodes[0].child_hi
@@ -1108,7 +1188,7 @@ cdef class Pushdown:
         if found < self.split_steps:
             return found if found < 0 else DEAD
         for b in range(128):
-            if self.trans[s * self.n_classes + self.byte_class[b]] == t and not flags[b]:
+            if self.row(s)[self.byte_class[b]] == t and not flags[b]:
                 return DEAD
         return t
 
@@ -1117,11 +1197,10 @@ cdef class Pushdown:
         ``t``, kept for the last KEY_FILTERS such byte sets; NULL when memory runs out."""
         cdef uint64_t low = 0, high = 0
         cdef int b, k
-        cdef int32_t node, r, token
+        cdef int32_t node
         cdef uint32_t* words
-        cdef const Node* rec
         for b in range(128):
-            if self.trans[s * self.n_classes + self.byte_class[b]] == t:
+            if self.row(s)[self.byte_class[b]] == t:
                 if b < 64:
                     low |= (<uint64_t> 1) << b
                 else:
@@ -1140,13 +1219,12 @@ cdef class Pushdown:
         memset(words, 0, self.main.n_words * sizeof(uint32_t))
         self.filter_keys[2 * k] = low
         self.filter_keys[2 * k + 1] = high
+        self.cur = self.main
         for node in range(self.main.nodes[0].child_lo, self.main.nodes[0].child_hi):
             b = self.main.byte_p[node]
             if b < 128 and ((low >> b) & 1 if b < 64 else (high >> (b - 64)) & 1):
-                rec = &self.main.nodes[node]
-                for r in range(rec.row_lo, rec.row_hi):
-                    token = self.main.ids_p[r]
-                    words[token >> 5] |= (<uint32_t> 1) << (token & 31)
+                self.accept(words, self.main.nodes[node].row_lo, self.main.nodes[node].end_hi)
+                self.accept_below(words, node)  # a big subtree's words in one OR
         return words
 
     cdef int32_t key_sweep(self, int32_t s, int32_t t, const SplitData* split, uint32_t* words,
@@ -1172,8 +1250,7 @@ cdef class Pushdown:
         mine = self.gwords
         self.split_sweeps += 1
         self.key_sweeps += 1
-        for i in range(n_words):
-            mine[i] = split.loop_p[i]
+        memcpy(mine, split.unit_p + (split.steps - 1) * n_words, n_words * sizeof(uint32_t))
         self.cur = split.trie
         stack.size = 0
         lo, hi = self.cur.nodes[0].child_lo, self.cur.nodes[0].child_hi
@@ -1194,7 +1271,7 @@ cdef class Pushdown:
         for node in range(self.main.nodes[0].child_lo, self.main.nodes[0].child_hi):
             b = self.main.byte_p[node]
             c = self.class_p[b]
-            u = self.trans[s * self.n_classes + c]
+            u = self.row(s)[c]
             if b < 128 and u == t:
                 continue  # read through the split above
             if u == UNKNOWN:
@@ -1231,10 +1308,10 @@ cdef class Pushdown:
                 if self.uni_chars[t] > self.uni_chars[s]:
                     return 0
                 for c in range(self.n_classes):
-                    if self.trans[t * self.n_classes + c] == t and self.trans[s * self.n_classes + c] != t:
+                    if self.row(t)[c] == t and self.row(s)[c] != t:
                         return 0
         for b in range(256):
-            flags[b] = self.trans[s * self.n_classes + self.byte_class[b]] == t
+            flags[b] = self.row(s)[self.byte_class[b]] == t
         flags[256] = self.uni_chars[s]
         return 1
 
@@ -1243,8 +1320,8 @@ cdef class Pushdown:
         of ``s``'s (1 yes, 0 no, or an error code)."""
         cdef int c
         cdef int32_t next_s = self.uni_next[s], next_t = self.uniform(t)
-        cdef int32_t* row_s = self.trans + s * self.n_classes
-        cdef int32_t* row_t = self.trans + t * self.n_classes
+        cdef int32_t* row_s = self.row(s)
+        cdef int32_t* row_t = self.row(t)
         if next_t < DEAD:
             return next_t
         if next_t == DEAD:
@@ -1276,6 +1353,7 @@ cdef class Pushdown:
         first and a dead child's subtree is cleared: inside a string, far fewer tokens die
         than live. Each token is decided by exactly one node, so the modes never overlap."""
         cdef int32_t node, s, child, t, c, lo, hi, big
+        cdef int32_t* row_s
         cdef int done
         cdef bint pruning
         cdef Py_ssize_t i, n_words = self.cur.n_words
@@ -1305,9 +1383,10 @@ cdef class Pushdown:
             hi = nodes[node].child_hi
             if ivec_reserve(stack, stack.size + 2 * (hi - lo)):
                 return ERR_SIZE
+            row_s = self.row(s)  # rows never move: filling one grows the table by new blocks
             for child in range(lo, hi):
                 c = self.class_p[byte_p[child]]
-                t = self.trans[s * self.n_classes + c]
+                t = row_s[c]
                 if t == UNKNOWN:
                     t = self.fill(s, c)
                     if t < DEAD:
@@ -1334,18 +1413,25 @@ cdef class Pushdown:
     cdef void free_tables(self) noexcept nogil:
         """Forget every frame and run state and give all the tables' memory back, the per
         automaton state caches (mb_end, q_same, q_loops) included: nothing is held until reset()."""
-        free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_keys); free(self.fh_vals)
-        free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.trans); free(self.pops)
+        cdef Py_ssize_t i
+        free(self.f_state); free(self.f_parent); free(self.f_seen); free(self.fh_slots)
+        free(self.rs_off); free(self.rs_hash); free(self.rh_slots); free(self.pops)
         free(self.loops); free(self.has_loop); free(self.visits); free(self.rs_seen)
         free(self.uni_next); free(self.uni_words); free(self.uni_chars); free(self.jump_len); free(self.jump_to); free(self.rs_heads.data)
         free(self.mb_end); free(self.q_loops); free(self.q_looped); free(self.q_same)
         self.f_state = self.f_parent = self.f_seen = NULL
-        self.fh_keys = NULL
-        self.fh_vals = self.rs_off = self.rh_slots = self.trans = self.visits = self.rs_seen = NULL
+        self.fh_slots = NULL
+        for i in range(self.n_blocks):
+            free(self.trans[i])
+        free(self.trans)
+        self.trans = NULL
+        self.n_blocks = 0
+        self.rs_off = self.rh_slots = self.visits = self.rs_seen = NULL
         self.uni_next = self.jump_len = self.jump_to = self.mb_end = self.q_same = NULL
         self.uni_words = self.rs_hash = self.loops = self.q_loops = NULL
         self.pops = self.has_loop = self.q_looped = self.uni_chars = NULL
         ivec_init(&self.rs_heads)
+        self.last_moved.size = 0  # its frames and run state are gone
         self.n_frames = self.n_runs = 0
         self.cap_frames = self.cap_runs = 0
         self.fh_cap = self.rh_cap = 0
@@ -1397,10 +1483,11 @@ cdef class Pushdown:
                     return parent
             if ivec_push(&self.heads, parent):
                 return ERR_SIZE
-        sort_ints(self.heads.data, self.heads.size)
+        self.next_stamp()
         j = 0
         for i in range(self.heads.size):  # drop duplicates
-            if i == 0 or self.heads.data[i] != self.heads.data[j - 1]:
+            if self.f_seen[self.heads.data[i]] != self.stamp:
+                self.f_seen[self.heads.data[i]] = self.stamp
                 self.heads.data[j] = self.heads.data[i]
                 j += 1
         self.heads.size = j
@@ -1421,8 +1508,9 @@ cdef class Pushdown:
         the vocabulary's root has mask words), and the states ``split_steps`` steps along it
         take that step too (or fewer, up to the end of a count, where every unit dies), the
         sweep goes through the vocabulary split by the step's bytes:
-        ``split_of(flags, utf8)`` (256 byte flags, whole characters or not) gives the arrays of
-        a :class:`Split` reading at most ``split_steps`` units, or None, once per loop set.
+        ``split_of(flags, utf8)`` (256 byte flags, whole characters or not) gives a
+        :class:`Split` reading at most ``split_steps`` units, or None, once per loop set (a
+        Split is read-only: one serves every grammar over the vocabulary).
 
         With ``frames`` > 0, only each stack's top ``frames`` frames are read, and a stack cut
         there stands on one opaque frame: the mask is then that of every state whose stacks
@@ -1505,8 +1593,7 @@ cdef class Pushdown:
         cdef Split split
         if key in self.splits:
             return self.splits[key]
-        arrays = self.split_of(key[:256], key[256] != 0)
-        split = None if arrays is None else Split(*arrays)
+        split = self.split_of(key[:256], key[256] != 0)
         if split is not None and (split.max_id > self.max_id or split.data.n_loop != self.main.n_words
                                   or split.data.steps > self.split_steps):
             raise ValueError("a loop split must come from the vocabulary of the trie")
@@ -1569,42 +1656,6 @@ cdef inline int popcount(uint64_t x) noexcept nogil:
         x &= x - 1
         n += 1
     return n
-
-
-cdef void sort_ints(int32_t* a, Py_ssize_t n) noexcept nogil:
-    """Insertion sort for the short arrays here, heap sort beyond."""
-    cdef Py_ssize_t i, j
-    cdef int32_t x
-    if n < 32:
-        for i in range(1, n):
-            x = a[i]
-            j = i - 1
-            while j >= 0 and a[j] > x:
-                a[j + 1] = a[j]
-                j -= 1
-            a[j + 1] = x
-        return
-    for i in range(n // 2 - 1, -1, -1):
-        sift(a, i, n)
-    for i in range(n - 1, 0, -1):
-        x = a[0]
-        a[0] = a[i]
-        a[i] = x
-        sift(a, 0, i)
-
-
-cdef inline void sift(int32_t* a, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t child
-    cdef int32_t x = a[i]
-    while 2 * i + 1 < n:
-        child = 2 * i + 1
-        if child + 1 < n and a[child + 1] > a[child]:
-            child += 1
-        if a[child] <= x:
-            break
-        a[i] = a[child]
-        i = child
-    a[i] = x
 
 
 cdef inline uint64_t load64(const uint32_t* at) noexcept nogil:

@@ -27,7 +27,7 @@ from structspec.tokens.trie import LoopSplit, TokenTrie, loop_split
 from structspec.tokens.vocabulary import Vocabulary
 
 try:
-    from structspec.masks._sweep import Pushdown
+    from structspec.masks._sweep import Pushdown, Split
     from structspec.masks._sweep import same_words as same_words  # for the mask cache (masks.compiled)
     from structspec.masks._sweep import words_digest as words_digest
 except ImportError as exc:  # a source checkout that was never built
@@ -49,6 +49,8 @@ IDLE_CHECK = 64  # how often (in such masks) idle runners are looked for
 _CLOCK = itertools.count(1)  # masks computed by every runner of the process (atomic under the GIL)
 _RUNNERS: weakref.WeakSet[StackRunner] = weakref.WeakSet()  # runners that hold tables
 _RUNNERS_LOCK = threading.Lock()
+# each loop split the vocabulary's cache holds, as the native core reads it: one per split, shared by every grammar
+_NATIVE_SPLITS: weakref.WeakKeyDictionary[LoopSplit, Split] = weakref.WeakKeyDictionary()
 
 
 class StackRunner:
@@ -60,9 +62,14 @@ class StackRunner:
         self._used = 0  # the process-wide mask count at this runner's last mask
         steps = SPLIT_STEPS
 
-        def split_of(loops: bytes, utf8: bool) -> tuple[np.ndarray | int, ...] | None:
+        def split_of(loops: bytes, utf8: bool) -> Split | None:
             split = loop_split(vocab, loops, utf8, steps)
-            return None if split is None else _split_arrays(split)
+            if split is None:
+                return None
+            native = _NATIVE_SPLITS.get(split)
+            if native is None:
+                native = _NATIVE_SPLITS[split] = Split(*_split_arrays(split))
+            return native
 
         try:
             self._native = Pushdown(*_rule_arrays(rules), *_trie_arrays(trie),
@@ -170,4 +177,4 @@ def _trie_arrays(trie: TokenTrie) -> tuple[np.ndarray, ...]:
 
 def _split_arrays(split: LoopSplit) -> tuple[np.ndarray | int, ...]:
     r = split.rests
-    return split.loop_words, split.loop_units, r.nodes, r.byte, r.below_words, split.rest_ids, split.steps
+    return split.unit_words, r.nodes, r.byte, r.below_words, split.rest_ids, split.steps

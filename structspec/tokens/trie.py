@@ -105,7 +105,7 @@ def _build(matrix: np.ndarray, lengths: np.ndarray, ids: np.ndarray, size: int, 
 SPLIT_STEPS = 16  # loop units after which a token's rest is walked from the state that many steps ahead
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared (and hashed) by identity: one per vocabulary and loop set
 class LoopSplit:
     """A vocabulary split by one *loop set*: the bytes (and, with ``utf8``, the whole multi-byte
     characters) each of which takes a run state one *step* along its loop or counted chain. A
@@ -114,20 +114,20 @@ class LoopSplit:
     set that long, and any other token needs walking only from there on (from the state as
     many steps ahead), in a trie much smaller than the vocabulary's (inside a JSON string: the
     tokens with a quote, a backslash or a control byte, and the few longer than ``steps``).
-    Each token's unit count serves a chain that holds fewer steps and then dies on every unit
-    (near the end of a count): the tokens of at most that many units, and the rests after them."""
+    The tokens' words by unit count serve a chain that holds fewer steps and then dies on every
+    unit (near the end of a count): the tokens of at most that many units, and the rests after
+    them."""
 
-    loop_words: np.ndarray  # uint32 [ceil(vocab size / 32)]: the tokens of at most ``steps`` loop units
-    loop_units: np.ndarray  # uint8 [vocab size]: each such token's units, 0 for any other token
+    unit_words: np.ndarray  # uint32 [steps, ceil(vocab size / 32)]: row m - 1, the tokens of 1..m loop units
     rests: TokenTrie  # the other tokens: a first byte j (the units before the rest), then the rest's bytes
     rest_ids: np.ndarray  # int32: row of ``rests`` -> token id
-    steps: int  # the most units before a rest or in a token of ``loop_words``: the chain must stay that long
+    steps: int  # the most units before a rest or in a token of ``unit_words``: the chain must stay that long
 
     @property
     def nbytes(self) -> int:
         """Bytes of the split's arrays."""
         r = self.rests
-        return (self.loop_words.nbytes + self.loop_units.nbytes + r.nodes.nbytes + r.byte.nbytes + r.below_words.nbytes
+        return (self.unit_words.nbytes + r.nodes.nbytes + r.byte.nbytes + r.below_words.nbytes
                 + self.rest_ids.nbytes)
 
 
@@ -183,17 +183,16 @@ def _split(vocab: Vocabulary, flags: np.ndarray, utf8: bool, steps: int) -> Loop
     rows = np.flatnonzero(~looping)
     if len(rows) > _rest_limit(vocab):
         return None
-    bits = np.zeros((vocab.size + 31) // 32 * 32, dtype=bool)
-    bits[vocab.text_ids[looping]] = True
-    loop_words = np.packbits(bits, bitorder="little").view(np.uint32)
-    loop_units = np.zeros(vocab.size, np.uint8)
-    loop_units[vocab.text_ids[looping]] = units[looping]
+    most = int(units.max(initial=0))
+    fewer = np.full((vocab.size + 31) // 32 * 32, 255, np.uint8)  # each token's units - 1, 255 for none
+    fewer[vocab.text_ids[looping]] = units[looping] - 1
+    taken = fewer[None, :] < np.arange(1, most + 1, dtype=np.uint8)[:, None]  # row m - 1: 1..m units
+    unit_words = np.packbits(taken, axis=1, bitorder="little").view(np.uint32)
     matrix, lengths = rest_rows(vocab.byte_matrix, vocab.lengths, rows, offsets[rows], units[rows])
     order = byte_order(matrix, lengths)
     ids = np.ascontiguousarray(vocab.text_ids[rows[order]], np.int32)
     rests = _build(matrix[order], lengths[order], ids, vocab.size, row_sets=False)
-    return LoopSplit(loop_words=loop_words, loop_units=loop_units, rests=rests, rest_ids=ids,
-                     steps=int(units.max(initial=0)))
+    return LoopSplit(unit_words=np.ascontiguousarray(unit_words), rests=rests, rest_ids=ids, steps=most)
 
 
 BIG_SUBTREE = 512  # tokens strictly below a node from which its mask words are kept

@@ -63,21 +63,26 @@ def _rests(split: token_tries.LoopSplit) -> dict[int, bytes]:
 def _check_split(vocab: Vocabulary, loops: list[bool], utf8: bool, steps: int) -> token_tries.LoopSplit:
     split = token_tries.loop_split(vocab, bytes(loops), utf8, steps)
     assert split is not None
-    looping = {i for i in range(vocab.size) if split.loop_words[i >> 5] >> (i & 31) & 1}
+
+    def taken(token: int, m: int) -> bool:  # among the tokens of at most m units
+        return bool(m > 0 and split.unit_words[m - 1][token >> 5] >> (token & 31) & 1)
+
+    assert split.unit_words.shape == (split.steps, (vocab.size + 31) // 32)
+    looping = {i for i in range(vocab.size) if taken(i, split.steps)}
     rests = _rests(split)
     most = 0
     for token, data in enumerate(vocab.token_bytes):
         if not data:
-            assert token not in looping and token not in rests and split.loop_units[token] == 0
+            assert token not in looping and token not in rests
             continue
         at, units = _units(data, loops, utf8, steps)
         most = max(most, units)
         if at is None:
             assert token in looping and token not in rests, data
-            assert split.loop_units[token] == units, data
+            counts = range(1, split.steps + 1)
+            assert [taken(token, m) for m in counts] == [units <= m for m in counts], data
         else:
             assert token not in looping and rests.get(token) == bytes([units]) + data[at:], data
-            assert split.loop_units[token] == 0, data
     assert split.steps == most
     assert split.rests.row_sets is None and split.rests.row_high is None  # never read: not computed
     return split
