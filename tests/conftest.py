@@ -38,3 +38,19 @@ def tokenizer_dir(name: str) -> Path:
     if not (path / "tokenizer.json").is_file():
         pytest.skip(f"tokenizer {name!r} not found at {path}")
     return path
+
+
+@pytest.fixture
+def encoded_spans(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The spans the n-gram sources tokenize from here on, in order (``drafters._encode`` calls)."""
+    from structspec.generation import drafters
+
+    encoded: list[bytes] = []
+    encode = drafters._encode
+
+    def counted(vocabulary, span: bytes) -> list[int]:
+        encoded.append(span)
+        return encode(vocabulary, span)
+
+    monkeypatch.setattr(drafters, "_encode", counted)
+    return encoded

@@ -238,24 +238,17 @@ def test_many_different_continuations_are_not_drafted() -> None:
     assert branches_after(b'{"title":"T', text, limit=16, kind="alternative") == (b"", [])
 
 
-def test_a_span_looked_up_again_is_tokenized_once_per_spans_cache(monkeypatch) -> None:
+def test_a_span_looked_up_again_is_tokenized_once_per_spans_cache(encoded_spans: list[bytes]) -> None:
     """A round that finds the same continuation as an earlier one (here: the same context
     twice) proposes the same tokens without tokenizing the span again, and so does another
     drafter (a later sequence) sharing the spans cache; a drafter with a cache of its own
     tokenizes it afresh, to the same tokens."""
-    from structspec.generation import drafters
-
     pieces = [bytes([b]) for b in range(256)]
     vocab = Vocabulary.from_token_bytes([*pieces, b" Hall", b" park", None], eos_ids=[258])
     compiled = compile_grammar(Grammar.from_gbnf(EVENT_GRAMMAR), vocab)
-    encoded: list[bytes] = []
-    encode = drafters._encode
+    from structspec.generation import drafters
 
-    def counted(vocabulary: Vocabulary, span: bytes) -> list[int]:
-        encoded.append(span)
-        return encode(vocabulary, span)
-
-    monkeypatch.setattr(drafters, "_encode", counted)
+    encoded = encoded_spans
     prefix = b'{"title":"Town'
     context = [*b"Spring Fair on 2024-05-12 at the Town Hall park. Entry is free, and so is the parking.", *prefix]
 

@@ -105,21 +105,12 @@ def test_greedy_speculative_is_token_identical(tokenizer_name: str, constraint, 
 
 
 def test_a_generator_tokenizes_a_span_once_across_its_generations(
-    fixed_forward_cost: None, monkeypatch: pytest.MonkeyPatch
+    fixed_forward_cost: None, encoded_spans: list[bytes]
 ) -> None:
     """The n-gram sources of a generator's sequences share its spans cache: the same request
     again (the same drafts: the forward's cost is left unmeasured) tokenizes no span and gives
     the same tokens; another generator tokenizes afresh."""
-    from structspec.generation import drafters
-
-    encoded: list[bytes] = []
-    encode = drafters._encode
-
-    def counted(vocabulary: Vocabulary, span: bytes) -> list[int]:
-        encoded.append(span)
-        return encode(vocabulary, span)
-
-    monkeypatch.setattr(drafters, "_encode", counted)
+    encoded = encoded_spans
     tok = tokenizer("gpt2")
     target = tiny_llama(len(tok), 0)
     gen = Generator(target, tok)
