@@ -56,13 +56,15 @@ class LogitRows:
             return int(self._best[index])
         return int(self._view[index].argmax()) if self._view is not None else int(self._block[index].argmax())
 
-    def masked_argmax(self, index: int, matcher: Matcher) -> int:
+    def masked_argmax(self, index: int, matcher: Matcher, allowed: int | None = None) -> int:
         """The highest-scored token of row ``index`` that ``matcher`` allows (see
-        :meth:`Matcher.masked_argmax`), without reading the row when its argmax is allowed."""
+        :meth:`Matcher.masked_argmax`), without reading the row when its argmax is allowed;
+        ``allowed``: a token known to be allowed (its mask is then not read for it). The row's
+        argmax is taken once."""
         best = self.argmax(index)
-        if matcher.allows(best):
+        if best == allowed or matcher.allows(best):
             return best
-        return matcher.masked_argmax(self._view[index] if self._view is not None else self[index])
+        return matcher.masked_argmax(self._view[index] if self._view is not None else self[index], best)
 
     def split(self, sizes: list[int]) -> list[LogitRows]:
         """Consecutive runs of ``sizes`` rows, each its own :class:`LogitRows` (a batch's rows,

@@ -60,9 +60,7 @@ def verify(
             chosen = given
         elif greedy:
             with timer:
-                chosen = logits.argmax(index)
-                if not (on_line and chosen == tokens[line[depth]]) and not matcher.allows(chosen):
-                    chosen = logits.masked_argmax(index, matcher)
+                chosen = logits.masked_argmax(index, matcher, tokens[line[depth]] if on_line else None)
                 return chosen, settle(chosen, index, depth)
         else:
             row = logits[index]

@@ -110,20 +110,21 @@ class Matcher:
                 return 0 <= token_id < size and bool((int(words[token_id >> 5]) >> (token_id & 31)) & 1)
         return self._next(token_id) is not None
 
-    def masked_argmax(self, logits: torch.Tensor | np.ndarray) -> int:
+    def masked_argmax(self, logits: torch.Tensor | np.ndarray, best: int | None = None) -> int:
         """The highest-scored allowed token of a logits row (the lowest id among ties, NaN
         first), as ``apply_mask`` then ``argmax`` would give, without writing the row. Usually
         the unmasked argmax is allowed and the mask is never expanded. A numpy row, or a float32
         or float64 CPU tensor read through numpy (whose argmax is torch's at a sixth of the
         cost), takes a forbidden argmax's place from the mask bits; another row (on a GPU, in
-        bfloat16) is masked in place."""
+        bfloat16) is masked in place. ``best``: the row's unmasked argmax, when the caller has
+        it (it is not taken again)."""
         row = logits if isinstance(logits, np.ndarray) else numpy_view(logits)
         if row is None:
-            best = int(logits.argmax())
+            best = int(logits.argmax()) if best is None else best
             if self.allows(best):
                 return best
             return int(self.apply_mask(logits).argmax())
-        best = int(row.argmax())
+        best = int(row.argmax()) if best is None else best
         if self.allows(best):
             return best
         return _allowed_argmax(row, self.mask_words(), min(len(row), self.compiled.vocabulary.size))
