@@ -26,7 +26,7 @@ from pathlib import Path
 
 from _assets import maskbench_files, require_assets, stratified_sample
 from _assets import tokenizer_dir as find_tokenizer_dir
-from bench_masks import StructspecPeer, _rss_bytes, _run_schema, has_valid_instance
+from bench_masks import MaskTimes, StructspecPeer, _rss_bytes, _run_schema, has_valid_instance
 from peers import pin_single_thread
 from peers.tokens import load_tokenizer
 
@@ -49,18 +49,18 @@ def main(argv: list[str] | None = None) -> None:
     files = stratified_sample(maskbench_files(assets), args.sample, args.seed, has_valid_instance)
     peer = StructspecPeer(load_tokenizer(str(find_tokenizer_dir("llama3", assets))), relaxed=False)
     options = {"relaxed": False, "max_tokens": args.max_tokens, "schema_budget_s": args.schema_budget_s}
-    mask_s: list[float] = []
+    masks = MaskTimes()
     peak = _track_peak_tables()
     if args.trace:
         tracemalloc.start(1)
     before = _rss_bytes() or 0
     held = []
     for path in files:
-        _, grammar = _run_schema(peer, Path(path), options, mask_s)
+        _, grammar = _run_schema(peer, Path(path), options, masks)
         if grammar is not None:
             held.append(grammar.compiled)
     growth = (_rss_bytes() or 0) - before
-    print(f"{len(held)} compiled grammars, {len(mask_s)} masks; resident set growth {growth / MIB:.1f} MiB, "
+    print(f"{len(held)} compiled grammars, {len(masks.seconds)} masks; resident set growth {growth / MIB:.1f} MiB, "
           f"{growth / max(len(held), 1) / MIB:.2f} MiB per grammar")
     masks = [words for compiled in held for words in compiled._states.values()]
     distinct = {id(words): words for words in masks}

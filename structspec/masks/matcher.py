@@ -133,7 +133,7 @@ class Matcher:
         """Write the mask into ``bitmask[row]`` (int32 ``[batch, ceil(vocab/32)]``, bit j of word i
         = token 32*i+j); words past the vocabulary (padded logits) are zeroed."""
         words = self.mask_words()
-        n, width = len(words), bitmask.shape[-1]
+        n, width = len(words), bitmask.size(-1)
         if width < n:
             raise ValueError(
                 f"bitmask rows hold {width} words but the vocabulary needs {n} "
@@ -153,7 +153,7 @@ class Matcher:
 
     def apply_mask(self, logits: torch.Tensor) -> torch.Tensor:
         """Set forbidden tokens' logits to -inf in place (any device, dtype, trailing dim >= vocab)."""
-        width = logits.shape[-1]
+        width = logits.size(-1)
         size = min(width, self.compiled.vocabulary.size)
         forbidden = np.ones(width, dtype=np.bool_)  # ids past the vocabulary (padded logits) too
         allowed = np.unpackbits(self.mask_words().view(np.uint8), count=size, bitorder="little")

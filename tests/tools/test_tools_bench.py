@@ -31,6 +31,22 @@ def test_ttfm_refused_schema_raises_the_schema_error() -> None:
         bench_ttfm.time_schema({"type": "strin"}, _byte_vocabulary())
 
 
+def test_mask_times_keep_the_collector_apart() -> None:
+    import gc
+
+    import bench_masks
+
+    times = bench_masks.MaskTimes()
+    times.timed(lambda: None)
+    times.timed(gc.collect)
+    quiet, collected = times.collector_s
+    assert quiet == 0.0
+    assert 0.0 < collected <= times.seconds[1]
+    summary = bench_masks.summarize(bench_masks.EngineResult("e", masks=times))
+    assert summary["masks_collected"] == 1
+    assert summary["mask_max_engine"] == pytest.approx(max(times.seconds[0], times.seconds[1] - collected))
+
+
 class _ByteTokenizer:
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(text.encode())
