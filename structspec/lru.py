@@ -68,7 +68,9 @@ class BoundedCache(Generic[K, V]):
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._weigh = weigh
-        self._items: OrderedDict[K, list] = OrderedDict()  # key -> [value, size, tick of its last refresh]
+        # key -> (value, size, tick of its last refresh): a tuple, replaced on refresh, so that an entry whose
+        # value the cyclic collector does not track (a numpy mask, None) adds no object for it to walk
+        self._items: OrderedDict[K, tuple[V, int, int]] = OrderedDict()
         self._tick = 0  # taken by every insert and refresh
         self._stale = 0  # ticks after which a hit refreshes its entry: half the capacity (see _measure)
         self._lock = threading.Lock()
@@ -107,7 +109,7 @@ class BoundedCache(Generic[K, V]):
                 self._refresh(key)
                 return found[0]
             self._tick += 1
-            self._items[key] = [value, size, self._tick]
+            self._items[key] = (value, size, self._tick)
             self.nbytes += size
             self._evict()
             return value
@@ -133,7 +135,7 @@ class BoundedCache(Generic[K, V]):
                 found = self._items.get(key)
                 if found is not None:
                     self.nbytes += size - found[1]
-                    found[1] = size
+                    self._items[key] = (found[0], size, found[2])  # in place: the order stays
             self._evict()
 
     def clear(self) -> None:
@@ -163,7 +165,7 @@ class BoundedCache(Generic[K, V]):
         found = self._items.get(key)
         if found is not None:
             self._tick += 1
-            found[2] = self._tick
+            self._items[key] = (found[0], found[1], self._tick)
             self._items.move_to_end(key)
 
     def _evict(self) -> None:

@@ -121,6 +121,27 @@ def test_none_is_a_value_and_missing_is_not() -> None:
     assert cache.stats() == {"size": 1, "bytes": 64, "hits": 1, "misses": 2, "evictions": 0}
 
 
+def test_entries_of_untracked_values_add_nothing_for_the_collector_to_walk() -> None:
+    """Masks (numpy rows) cached by the thousand must not each add a container the cyclic
+    collector walks: its full collections grow with every tracked object of the process."""
+    import gc
+
+    import numpy as np
+
+    cache: BoundedCache[int, np.ndarray] = BoundedCache(max_entries=10_000)
+    rows = [np.zeros(4, np.uint32) for _ in range(2_000)]
+    gc.collect()
+    before = len(gc.get_objects())
+    for key, row in enumerate(rows):
+        cache.put(key, row)
+    for key in range(0, 2_000, 3):  # hits that refresh their entries
+        cache.get(key)
+    cache.reweigh()
+    gc.collect()
+    assert len(gc.get_objects()) - before < 50
+    assert all(cache.get(key) is row for key, row in enumerate(rows))
+
+
 def test_bounds_are_checked() -> None:
     with pytest.raises(ValueError, match="max_entries or max_bytes"):
         BoundedCache()
