@@ -117,12 +117,15 @@ class CachedModel:
     def keep(self, length: int, path: list[int]) -> None:
         """After :meth:`tree_logits` over a sequence of ``length`` tokens: keep in the cache
         the sequence and the nodes of ``path`` (node indices, root first), dropping the rest.
-        Kept entries off the main line move into place; nothing before them is copied."""
-        if path != list(range(len(path))):
-            index = torch.tensor([length + i for i in path], device=self._device)
+        Kept entries off the main line move into place, a run of consecutive nodes at a time (a
+        slice copied: a branch is one run); nothing before them is copied."""
+        for source, to, count in _moves(path):
+            source, to = length + source, length + to
             for layer in self.cache.layers:
-                layer.keys[..., length : length + len(path), :] = layer.keys.index_select(-2, index)
-                layer.values[..., length : length + len(path), :] = layer.values.index_select(-2, index)
+                for entries in (layer.keys, layer.values):
+                    moved = entries[..., source : source + count, :]
+                    # a run that overlaps its new place is read before it is written over
+                    entries[..., to : to + count, :] = moved.clone() if source < to + count else moved
         kept = [self.tokens[length + i] for i in path]
         if len(self.tokens) > length + len(path):
             self.cache.crop(length + len(path) - len(self.tokens))
@@ -147,6 +150,21 @@ class CachedModel:
         dtype = next(self.model.parameters()).dtype
         additive = torch.zeros(allowed.shape, dtype=dtype, device=self._device)
         return additive.masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+def _moves(path: list[int]) -> list[tuple[int, int, int]]:
+    """How to move a kept branch's entries into place: ``(node, place, count)`` for each run of
+    ``path`` (node indices, increasing) that is not in place already -- ``count`` consecutive
+    nodes from ``node`` on, kept at ``place`` on. Each run's place lies before its first node
+    and after the places of the runs before it, so moving the runs in order reads each before
+    anything writes over it."""
+    moves, start = [], 0
+    for place in range(1, len(path) + 1):
+        if place == len(path) or path[place] != path[place - 1] + 1:  # a run ends
+            if path[start] != start:
+                moves.append((path[start], start, place - start))
+            start = place
+    return moves
 
 
 def tree_attention(model: torch.nn.Module) -> bool:

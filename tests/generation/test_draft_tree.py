@@ -15,7 +15,7 @@ import functools
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tiny_models import one_thread
 
@@ -118,6 +118,23 @@ def test_any_tree_forward_and_kept_branch_match_linear_feeds(tree, cached: int) 
     runner.keep(len(sequence), path)
     committed = sequence + [tokens[i] for i in path] + [5]
     assert torch.allclose(runner.logits(committed, 1)[0], _linear(model, committed), atol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(trees())
+@example(([3, 9], [11, 12, 21, 22, 23], [-1, 0, 0, 2, 3], [0, 2, 3, 4]))  # a run overlapping its place
+def test_keeping_a_branch_moves_exactly_its_entries(tree) -> None:
+    """The kept cache is bit for bit the sequence's entries followed by the path's, gathered
+    by index (what ``keep`` moves run by run)."""
+    sequence, tokens, parents, path = tree
+    runner = CachedModel(_model("sdpa"), VOCAB, trees=True)
+    runner.tree_logits(sequence, tokens, parents)
+    index = torch.tensor(list(range(len(sequence))) + [len(sequence) + node for node in path])
+    expected = [(layer.keys.index_select(-2, index), layer.values.index_select(-2, index))
+                for layer in runner.cache.layers]
+    runner.keep(len(sequence), path)
+    for (keys, values), layer in zip(expected, runner.cache.layers, strict=True):
+        assert torch.equal(layer.keys, keys) and torch.equal(layer.values, values)
 
 
 def test_a_tree_needs_a_model_checked_for_it() -> None:
