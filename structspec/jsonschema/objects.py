@@ -37,7 +37,7 @@ from structspec.ir.automaton import (
 )
 from structspec.ir.charset import ANY
 from structspec.ir.counted import emit_counted
-from structspec.ir.expr import EMPTY, Lit, MaybeExpr, alt, rep, seq
+from structspec.ir.expr import EMPTY, Lit, MaybeExpr, Ref, alt, rep, seq
 from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema.encoding import QUOTE, json_string_literal
 from structspec.jsonschema.facets import Facet
@@ -375,7 +375,26 @@ def _members(
     (saturating at what ``min_p`` and the separator need), ``w`` the witness: ``NO_WITNESS``
     (still needed), ``WITNESSED``, or ``LAST_REPEATABLE`` (given by a repeatable member).
     ``max_p`` bounds the links a path takes (:func:`~structspec.ir.counted.emit_counted`), so
-    a large maximum costs no state per count."""
+    a large maximum costs no state per count. The common shape is written directly
+    (:func:`_in_order`), in the same language."""
+    if tracked is None and not needs_witness and max_p is None and min_p <= 1:
+        return _in_order(builder, entries, extra, min_p, sep, name)
+    return _member_graph(builder, entries, extra, witness, needs_witness, min_p, max_p, sep, name, tracked)
+
+
+def _member_graph(
+    builder: GrammarBuilder,
+    entries: list[tuple[MaybeExpr, bool, MaybeExpr]],
+    extra: MaybeExpr,
+    witness: MaybeExpr,
+    needs_witness: bool,
+    min_p: int,
+    max_p: int | None,
+    sep: MaybeExpr,
+    name: str,
+    tracked: int | None,
+) -> MaybeExpr:
+    """:func:`_members` in general: the member automaton's states and edges, emitted."""
     cap = max(min_p, 1)
     n = len(entries)
     needed_bits = sum(1 << j for j, (_, needed, _) in enumerate(entries) if needed)
@@ -423,3 +442,48 @@ def _members(
     if max_p is None:
         return emit_graph(edges, accept, start, builder, f"{name}-rest")
     return emit_counted(edges, accept, start, max_p, builder, f"{name}-rest")
+
+
+def _in_order(
+    builder: GrammarBuilder,
+    entries: list[tuple[MaybeExpr, bool, MaybeExpr]],
+    extra: MaybeExpr,
+    min_p: int,
+    sep: MaybeExpr,
+    name: str,
+) -> MaybeExpr:
+    """:func:`_members` for its common shape, written directly: entries in order, no witness,
+    no ``maxProperties``, ``minProperties`` at most 1.
+
+    After a member, the rest from entry ``k`` on is ``T(k) = X P(k+1) T(k+1)``, ``T(n) = X``,
+    where ``X = (sep extra)*`` and ``P(j) = sep e[j]``, optional unless the entry is required.
+    The first member is an extra one followed by ``T(0)``, or entry ``j`` followed by
+    ``T(j)`` when every entry before ``j`` is optional; the list may be empty when all are and
+    ``min_p`` is 0. A ``T(k)`` used twice (``k < n``) is a rule, the others are written in
+    place. This is the language of the member automaton of the general case, whose states
+    that differ only in whether the members written so far were entries or extra ones are one
+    state here."""
+    present = [(member, needed) for member, needed, _ in entries if member is not None]
+    n = len(present)
+    first = next((j + 1 for j, (_, needed) in enumerate(present) if needed), n)  # entries that may come first
+    more = rep(seq(sep, extra), 0, None)
+    uses = [int(extra is not None)]  # of T(k): as the rest after a first member, and in T(k - 1)
+    for k in range(1, n + 1):
+        uses.append(int(k <= first) + int(uses[k - 1] > 0))
+    names = {k: builder.fresh(f"{name}-rest-{k}") for k in range(n) if uses[k] > 1}
+    tails: list[MaybeExpr] = [None] * n + [more]
+    for k in range(n - 1, -1, -1):
+        member, needed = present[k]
+        step = seq(sep, member)
+        rest = Ref(names[k + 1]) if k + 1 in names else tails[k + 1]
+        tails[k] = seq(more, step if needed else rep(step, 0, 1), rest)
+    for k, rule in names.items():
+        builder.define(rule, tails[k])  # type: ignore[arg-type]
+
+    def rest(k: int) -> MaybeExpr:
+        return Ref(names[k]) if k in names else tails[k]
+
+    firsts = [seq(extra, rest(0))] + [seq(present[j - 1][0], rest(j)) for j in range(1, first + 1)]
+    if min_p == 0 and first == n and not any(needed for _, needed in present):
+        firsts.append(EMPTY)
+    return alt(*firsts)
