@@ -455,35 +455,49 @@ def _in_order(
     """:func:`_members` for its common shape, written directly: entries in order, no witness,
     no ``maxProperties``, ``minProperties`` at most 1.
 
-    After a member, the rest from entry ``k`` on is ``T(k) = X P(k+1) T(k+1)``, ``T(n) = X``,
-    where ``X = (sep extra)*`` and ``P(j) = sep e[j]``, optional unless the entry is required.
-    The first member is an extra one followed by ``T(0)``, or entry ``j`` followed by
-    ``T(j)`` when every entry before ``j`` is optional; the list may be empty when all are and
-    ``min_p`` is 0. A ``T(k)`` used twice (``k < n``) is a rule, the others are written in
-    place. This is the language of the member automaton of the general case, whose states
-    that differ only in whether the members written so far were entries or extra ones are one
-    state here."""
-    present = [(member, needed) for member, needed, _ in entries if member is not None]
+    With ``P(j) = sep e[j]`` (optional unless the entry is required) and ``X = sep extra``,
+    what may follow a member when ``k`` entries are passed is ``U(k)`` while no extra member
+    was written, ``T(k)`` after one::
+
+        U(k) = P(k+1) U(k+1) | X T(k)        U(n) = (X T(n))?
+        T(k) = X* P(k+1) T(k+1)              T(n) = X*
+
+    The list is an extra member and ``T(0)``, or entry ``j`` and ``U(j)`` when every entry
+    before ``j`` is optional, or empty when all are and ``min_p`` is 0. Each ``U(k)`` and
+    ``T(k)`` used twice (``k < n``) is a rule, the others are written in place. This is the
+    language of the general member automaton, with its states that differ only in whether the
+    members so far were entries, extra ones or both made one where the language is the same
+    (``U`` stays apart from ``T``: its rules hold no loop, so the compiler may inline them)."""
+    members = [(member, needed) for member, needed, _ in entries if member is not None]
+    present = [(seq(sep, member) if needed else rep(seq(sep, member), 0, 1), needed) for member, needed in members]
     n = len(present)
     first = next((j + 1 for j, (_, needed) in enumerate(present) if needed), n)  # entries that may come first
-    more = rep(seq(sep, extra), 0, None)
-    uses = [int(extra is not None)]  # of T(k): as the rest after a first member, and in T(k - 1)
-    for k in range(1, n + 1):
-        uses.append(int(k <= first) + int(uses[k - 1] > 0))
-    names = {k: builder.fresh(f"{name}-rest-{k}") for k in range(n) if uses[k] > 1}
-    tails: list[MaybeExpr] = [None] * n + [more]
-    for k in range(n - 1, -1, -1):
-        member, needed = present[k]
-        step = seq(sep, member)
-        rest = Ref(names[k + 1]) if k + 1 in names else tails[k + 1]
-        tails[k] = seq(more, step if needed else rep(step, 0, 1), rest)
-    for k, rule in names.items():
-        builder.define(rule, tails[k])  # type: ignore[arg-type]
+    other = seq(sep, extra)
+    loop = rep(other, 0, None)
+    t_uses = [1] + [2] * n if extra is not None else [0] * (n + 1)  # by the first member, U(k) and T(k - 1)
+    u_uses = [0] + [int(k <= first) + int(k > 1) for k in range(1, n + 1)]  # by the first member and U(k - 1)
+    t_names = {k: builder.fresh(f"{name}-rest-{k}") for k in range(n) if t_uses[k] > 1}
+    u_names = {k: builder.fresh(f"{name}-next-{k}") for k in range(n) if u_uses[k] > 1}
+    t_tails: list[MaybeExpr] = [None] * n + [loop]
+    u_tails: list[MaybeExpr] = [None] * n + [rep(seq(other, loop), 0, 1)]
 
     def rest(k: int) -> MaybeExpr:
-        return Ref(names[k]) if k in names else tails[k]
+        return Ref(t_names[k]) if k in t_names else t_tails[k]
 
-    firsts = [seq(extra, rest(0))] + [seq(present[j - 1][0], rest(j)) for j in range(1, first + 1)]
-    if min_p == 0 and first == n and not any(needed for _, needed in present):
+    def after(k: int) -> MaybeExpr:
+        return Ref(u_names[k]) if k in u_names else u_tails[k]
+
+    for k in range(n - 1, -1, -1):
+        step = present[k][0]
+        if extra is not None:
+            t_tails[k] = seq(loop, step, rest(k + 1))
+        if k:
+            u_tails[k] = alt(seq(step, after(k + 1)), seq(other, rest(k)))
+    for k, rule in t_names.items():
+        builder.define(rule, t_tails[k])  # type: ignore[arg-type]
+    for k, rule in u_names.items():
+        builder.define(rule, u_tails[k])  # type: ignore[arg-type]
+    firsts = [seq(extra, rest(0))] + [seq(members[j - 1][0], after(j)) for j in range(1, first + 1)]
+    if min_p == 0 and not any(needed for _, needed in present):
         firsts.append(EMPTY)
     return alt(*firsts)
