@@ -54,6 +54,7 @@ from structspec.regex.parse import RegexError, python_pattern
 
 MAX_PATTERNS = 6
 MAX_ANY_ORDER = 6
+SPLIT_CHAIN = 16  # entries past which the members after entries alone are a chain of their own (_in_order)
 NO_WITNESS, WITNESSED, LAST_REPEATABLE = 0, 1, 2  # member automaton: where the required witness stands
 
 
@@ -456,26 +457,30 @@ def _in_order(
     no ``maxProperties``, ``minProperties`` at most 1.
 
     With ``P(j) = sep e[j]`` (optional unless the entry is required) and ``X = sep extra``,
-    what may follow a member when ``k`` entries are passed is ``U(k)`` while no extra member
-    was written, ``T(k)`` after one::
+    what may follow a member when ``k`` entries are passed is ``T(k)``::
 
-        U(k) = P(k+1) U(k+1) | X T(k)        U(n) = (X T(n))?
         T(k) = X* P(k+1) T(k+1)              T(n) = X*
 
-    The list is an extra member and ``T(0)``, or entry ``j`` and ``U(j)`` when every entry
-    before ``j`` is optional, or empty when all are and ``min_p`` is 0. Each ``U(k)`` and
-    ``T(k)`` used twice (``k < n``) is a rule, the others are written in place. This is the
-    language of the general member automaton, with its states that differ only in whether the
-    members so far were entries, extra ones or both made one where the language is the same
-    (``U`` stays apart from ``T``: its rules hold no loop, so the compiler may inline them)."""
+    The list is an extra member and ``T(0)``, or entry ``j`` and ``T(j)`` when every entry
+    before ``j`` is optional, or empty when all are and ``min_p`` is 0. Past
+    :data:`SPLIT_CHAIN` entries, what follows a member while only entries were written is a
+    chain of its own, ``U(k) = P(k+1) U(k+1) | X T(k)``, ``U(n) = (X T(n))?`` (entry ``j``
+    is then followed by ``U(j)``): its rules hold no loop, so the compiler inlines runs of
+    them, and a mask after a separator need not call through one rule per optional entry
+    left. Each ``T(k)`` and ``U(k)`` used twice (``k < n``) is a rule, the others are written
+    in place. This is the language of the general member automaton, whose states that differ
+    only in how many entries and extra members were written (up to one each) are one here."""
     members = [(member, needed) for member, needed, _ in entries if member is not None]
-    present = [(seq(sep, member) if needed else rep(seq(sep, member), 0, 1), needed) for member, needed in members]
-    n = len(present)
-    first = next((j + 1 for j, (_, needed) in enumerate(present) if needed), n)  # entries that may come first
+    steps = [seq(sep, member) if needed else rep(seq(sep, member), 0, 1) for member, needed in members]
+    n = len(members)
+    first = next((j + 1 for j, (_, needed) in enumerate(members) if needed), n)  # entries that may come first
+    split = n > SPLIT_CHAIN
     other = seq(sep, extra)
     loop = rep(other, 0, None)
-    t_uses = [1] + [2] * n if extra is not None else [0] * (n + 1)  # by the first member, U(k) and T(k - 1)
-    u_uses = [0] + [int(k <= first) + int(k > 1) for k in range(1, n + 1)]  # by the first member and U(k - 1)
+    t_uses = [int(extra is not None)]  # by the first member, T(k - 1) and U(k)
+    for k in range(1, n + 1):
+        t_uses.append(int(t_uses[k - 1] > 0) + (int(extra is not None) if split else int(k <= first)))
+    u_uses = [0] + [int(k <= first) + int(k > 1) for k in range(1, n + 1)] if split else [0] * (n + 1)
     t_names = {k: builder.fresh(f"{name}-rest-{k}") for k in range(n) if t_uses[k] > 1}
     u_names = {k: builder.fresh(f"{name}-next-{k}") for k in range(n) if u_uses[k] > 1}
     t_tails: list[MaybeExpr] = [None] * n + [loop]
@@ -485,19 +490,20 @@ def _in_order(
         return Ref(t_names[k]) if k in t_names else t_tails[k]
 
     def after(k: int) -> MaybeExpr:
+        if not split:
+            return rest(k)
         return Ref(u_names[k]) if k in u_names else u_tails[k]
 
     for k in range(n - 1, -1, -1):
-        step = present[k][0]
-        if extra is not None:
-            t_tails[k] = seq(loop, step, rest(k + 1))
-        if k:
-            u_tails[k] = alt(seq(step, after(k + 1)), seq(other, rest(k)))
+        if t_uses[k]:
+            t_tails[k] = seq(loop, steps[k], rest(k + 1))
+        if u_uses[k]:
+            u_tails[k] = alt(seq(steps[k], after(k + 1)), seq(other, rest(k)))
     for k, rule in t_names.items():
         builder.define(rule, t_tails[k])  # type: ignore[arg-type]
     for k, rule in u_names.items():
         builder.define(rule, u_tails[k])  # type: ignore[arg-type]
     firsts = [seq(extra, rest(0))] + [seq(members[j - 1][0], after(j)) for j in range(1, first + 1)]
-    if min_p == 0 and not any(needed for _, needed in present):
+    if min_p == 0 and not any(needed for _, needed in members):
         firsts.append(EMPTY)
     return alt(*firsts)

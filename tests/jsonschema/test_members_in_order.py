@@ -1,11 +1,13 @@
 """``_in_order`` (``jsonschema/objects.py``): an object's members in the common shape (declared
 properties in order, no witness, no ``maxProperties``, ``minProperties`` at most 1), written
 directly, accept exactly what the general member automaton (``_member_graph``) accepts, both as
-automata, and what the definition says (brute force over every short member list)."""
+automata, and what the definition says (brute force over every short member list), with and
+without the chain kept apart for members after entries alone (``SPLIT_CHAIN``)."""
 
 from __future__ import annotations
 
 import itertools
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 from structspec.ir.automaton import DFA, accepts, complement, dfa_from_regex, intersect
 from structspec.ir.expr import Lit, MaybeExpr, Ref, substitute
 from structspec.jsonschema.builder import GrammarBuilder
+from structspec.jsonschema import objects
 from structspec.jsonschema.objects import _in_order, _member_graph, _members
 
 SEP = Lit(",")
@@ -21,15 +24,16 @@ Entries = list[tuple[MaybeExpr, bool, MaybeExpr]]
 
 
 @st.composite
-def shapes(draw: st.DrawFn) -> tuple[Entries, bool, int]:
+def shapes(draw: st.DrawFn) -> tuple[Entries, bool, int, int]:
     """Entries ``a``, ``b``... (optional, required, or without a value: never written), whether
-    extra members ``x`` may appear, and ``minProperties``."""
+    extra members ``x`` may appear, ``minProperties``, and the entries past which the chain
+    after entries alone is kept apart."""
     entries: Entries = []
     for j in range(draw(st.integers(0, 5))):
         kind = draw(st.sampled_from(["optional", "required", "no value"]))
         member = None if kind == "no value" else Lit("abcde"[j])
         entries.append((member, kind == "required", member))
-    return entries, draw(st.booleans()), draw(st.integers(0, 1))
+    return entries, draw(st.booleans()), draw(st.integers(0, 1)), draw(st.sampled_from([0, 2, objects.SPLIT_CHAIN]))
 
 
 def language(build: object, entries: Entries, extra: bool, min_p: int) -> DFA:
@@ -64,9 +68,10 @@ def allowed(entries: Entries, extra: bool, min_p: int, written: tuple[str, ...])
 
 @settings(max_examples=300, deadline=None)
 @given(shapes())
-def test_in_order_members_match_the_member_automaton(shape: tuple[Entries, bool, int]) -> None:
-    entries, extra, min_p = shape
-    direct = language(_in_order, entries, extra, min_p)
+def test_in_order_members_match_the_member_automaton(shape: tuple[Entries, bool, int, int]) -> None:
+    entries, extra, min_p, split = shape
+    with patch.object(objects, "SPLIT_CHAIN", split):
+        direct = language(_in_order, entries, extra, min_p)
     assert same(direct, language(_member_graph, entries, extra, min_p))
     tokens = [m.text for m, _, _ in entries if m is not None] + [EXTRA]  # type: ignore[union-attr]
     for size in range(len(tokens) + 1):
