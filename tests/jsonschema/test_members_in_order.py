@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from structspec.ir.automaton import DFA, accepts, complement, dfa_from_regex, intersect
 from structspec.ir.expr import Lit, MaybeExpr, Ref, substitute
-from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema import objects
+from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema.objects import _in_order, _member_graph, _members
 
 SEP = Lit(",")
@@ -60,7 +60,7 @@ def allowed(entries: Entries, extra: bool, min_p: int, written: tuple[str, ...])
     extra members anywhere when allowed, at least ``min_p`` members."""
     declared = [m.text for m, _, _ in entries if m is not None]  # type: ignore[union-attr]
     order = [declared.index(w) for w in written if w != EXTRA]
-    if any(w == EXTRA for w in written) and not extra or len(written) < min_p:
+    if (any(w == EXTRA for w in written) and not extra) or len(written) < min_p:
         return False
     needed = {m.text for m, needed, _ in entries if needed}  # type: ignore[union-attr]
     return order == sorted(set(order)) and needed <= set(written)
