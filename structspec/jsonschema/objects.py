@@ -27,6 +27,7 @@ from structspec.budget import check
 from structspec.errors import SCHEMA_TOO_LARGE, SchemaError
 from structspec.ir.automaton import (
     DFA,
+    MAX_INLINE_DEPTH,
     TooComplexError,
     complement,
     dfa_from_strings,
@@ -467,9 +468,11 @@ def _in_order(
     chain of its own, ``U(k) = P(k+1) U(k+1) | X T(k)``, ``U(n) = (X T(n))?`` (entry ``j``
     is then followed by ``U(j)``): its rules hold no loop, so the compiler inlines runs of
     them, and a mask after a separator need not call through one rule per optional entry
-    left. Each ``T(k)`` and ``U(k)`` used twice (``k < n``) is a rule, the others are written
-    in place. This is the language of the general member automaton, whose states that differ
-    only in how many entries and extra members were written (up to one each) are one here."""
+    left. Each ``T(k)`` and ``U(k)`` used twice (``k < n``) is a rule, and so is every
+    :data:`~structspec.ir.automaton.MAX_INLINE_DEPTH`-th ``U(k)`` of a run that would nest one in
+    another (the parser's nesting limit); the others are written in place. This is the language
+    of the general member automaton, whose states that differ only in how many entries and
+    extra members were written (up to one each) are one here."""
     members = [(member, needed) for member, needed, _ in entries if member is not None]
     steps = [seq(sep, member) if needed else rep(seq(sep, member), 0, 1) for member, needed in members]
     n = len(members)
@@ -482,7 +485,14 @@ def _in_order(
         t_uses.append(int(t_uses[k - 1] > 0) + (int(extra is not None) if split else int(k <= first)))
     u_uses = [0] + [int(k <= first) + int(k > 1) for k in range(1, n + 1)] if split else [0] * (n + 1)
     t_names = {k: builder.fresh(f"{name}-rest-{k}") for k in range(n) if t_uses[k] > 1}
-    u_names = {k: builder.fresh(f"{name}-next-{k}") for k in range(n) if u_uses[k] > 1}
+    named, below = [], 0  # below: levels of U(k + 1) written in place
+    for k in range(n - 1, 0, -1):
+        if u_uses[k] > 1 or below + 1 >= MAX_INLINE_DEPTH:  # a U(k) in place nests its successor
+            named.append(k)
+            below = 0
+        elif u_uses[k]:
+            below += 1
+    u_names = {k: builder.fresh(f"{name}-next-{k}") for k in reversed(named)}
     t_tails: list[MaybeExpr] = [None] * n + [loop]
     u_tails: list[MaybeExpr] = [None] * n + [rep(seq(other, loop), 0, 1)]
 
