@@ -29,6 +29,7 @@ Nothing here is mutated after construction; parse states only hold state numbers
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from weakref import WeakValueDictionary
 
 import numpy as np
@@ -109,11 +110,13 @@ class RuleSet:
     plain: bytes
     #: Intern table of stack frames (see ``parse_state.frame``); the only mutable part, a cache.
     frames: WeakValueDictionary = field(default_factory=WeakValueDictionary, repr=False)
-    #: The byte moves as :class:`ByteMoves` reads them, derived from the three arrays above.
-    byte_moves: ByteMoves = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "byte_moves", ByteMoves(self.byte_class, self.move_rows, self.move_row))
+    @cached_property
+    def byte_moves(self) -> ByteMoves:
+        """The byte moves as :class:`ByteMoves` reads them, derived from the three arrays above
+        on first use (the first mask reads the native core's copy, not this: a grammar's time to
+        first mask does not pay for it)."""
+        return ByteMoves(self.byte_class, self.move_rows, self.move_row)
 
     @property
     def n_states(self) -> int:
@@ -135,7 +138,7 @@ class RuleSet:
 
     def __reduce__(self) -> tuple:
         """Pickled without its derived views (``byte_moves``) and cache (interned frames)."""
-        parts = {f.name: getattr(self, f.name) for f in fields(self) if f.init and f.name != "frames"}
+        parts = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "frames"}
         return (_unpickle, (parts,))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
+from itertools import chain
 
 import numpy as np
 
@@ -154,21 +155,36 @@ def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
     counts = np.fromiter(map(len, rules.refs), np.int32, len(rules.refs))
     ref_off = np.zeros(n_states + 1, np.int32)
     np.cumsum(counts, out=ref_off[1:])
-    pairs = np.array([pair for refs in rules.refs for pair in refs], np.int64).reshape(-1, 2)
+    flat = chain.from_iterable(chain.from_iterable(rules.refs))
+    pairs = np.fromiter(flat, np.int64, 2 * int(ref_off[-1])).reshape(-1, 2)
     pairs[:, 1] += np.repeat(np.arange(len(counts)), counts)  # return states are kept relative to the caller
     if pairs.size and not (pairs.min() >= 0 and pairs.max() < n_states):
         raise GrammarError("E108", "a rule call names automaton states that do not exist")
     flags = [np.frombuffer(flag, np.uint8) for flag in (rules.final, rules.movable, rules.sink, rules.plain)]
     if any(len(flag) != n_states or flag.max(initial=0) > 1 for flag in flags):
         raise GrammarError("E108", "the state flags do not fit the automaton states")
-    sequences = [[np.unique(byte_class[lo: hi + 1]) for lo, hi in seq]
-                 for seq in utf8_sequences(((0x80, 0x10FFFF),))]
-    positions = [classes for seq in sequences for classes in seq]
-    multi_seq = np.cumsum([0, *map(len, sequences)], dtype=np.int32)
-    multi_pos = np.cumsum([0, *map(len, positions)], dtype=np.int32)
-    multi_cls = np.concatenate(positions).astype(np.int32)
+    # the classes of each position of the UTF-8 multi-byte sequences, in increasing order (one boolean
+    # table [position, class] read row by row)
+    present = np.zeros((_MULTI_POSITIONS, n_classes), bool)
+    present[_MULTI_ROW, byte_class[_MULTI_BYTE]] = True
+    position, multi_cls = np.nonzero(present)
+    multi_pos = np.searchsorted(position, np.arange(_MULTI_POSITIONS + 1)).astype(np.int32)
     return (move_rows, move_row, byte_class, ref_off, np.ascontiguousarray(pairs[:, 0], np.int32),
-            np.ascontiguousarray(pairs[:, 1], np.int32), *flags, multi_seq, multi_pos, multi_cls)
+            np.ascontiguousarray(pairs[:, 1], np.int32), *flags, _MULTI_SEQ, multi_pos, multi_cls.astype(np.int32))
+
+
+def _multi_byte_positions() -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """The positions of the UTF-8 multi-byte sequences, whatever the grammar: the offsets of each
+    sequence's positions, their number, and each of their bytes with its position."""
+    sequences = utf8_sequences(((0x80, 0x10FFFF),))
+    ranges = [(lo, hi) for seq in sequences for lo, hi in seq]
+    seq_off = np.cumsum([0, *map(len, sequences)], dtype=np.int32)
+    rows = np.concatenate([np.full(hi + 1 - lo, r) for r, (lo, hi) in enumerate(ranges)])
+    byte = np.concatenate([np.arange(lo, hi + 1) for lo, hi in ranges])
+    return seq_off, len(ranges), rows, byte
+
+
+_MULTI_SEQ, _MULTI_POSITIONS, _MULTI_ROW, _MULTI_BYTE = _multi_byte_positions()
 
 
 def _trie_arrays(trie: TokenTrie) -> tuple[np.ndarray, ...]:
