@@ -367,8 +367,13 @@ cdef class _Subsets:
         """The number of the closure of ``targets`` (distinct NFA states), numbering it if it
         is new; -1 when it would be past the limit."""
         cdef int32_t size = 0, i, q, j, t
-        cdef int32_t[::1] buf = self.buf, stamp = self.stamp, eps_off = self.eps_off, eps_dst = self.eps_dst
-        cdef int32_t[::1] members
+        # Raw pointers, not memoryview locals: taking a memoryview is two atomic operations on its
+        # acquisition count, which were most of this method's time (it runs per move of every state).
+        cdef int32_t* buf = &self.buf[0]
+        cdef int32_t* stamp = &self.stamp[0]
+        cdef const int32_t* eps_off = &self.eps_off[0]
+        cdef const int32_t* eps_dst = &self.eps_dst[0]
+        cdef int32_t* members
         self.tick += 1
         for i in range(count):
             q = targets[i]
@@ -386,7 +391,7 @@ cdef class _Subsets:
                     stamp[t] = self.tick
                     buf[size] = t
                     size += 1
-        qsort(&buf[0], size, sizeof(int32_t), _compare)
+        qsort(buf, size, sizeof(int32_t), _compare)
         cdef uint64_t h = 14695981039346656037ULL
         for i in range(size):
             h = (h ^ <uint32_t>buf[i]) * 1099511628211ULL
@@ -397,7 +402,7 @@ cdef class _Subsets:
         while self.slots[slot] >= 0:
             other = self.slots[slot]
             if (self.hashes[other] == h and self.member_off[other + 1] - self.member_off[other] == size
-                    and memcmp(&self.members[self.member_off[other]], &buf[0], size * sizeof(int32_t)) == 0):
+                    and memcmp(&self.members[self.member_off[other]], buf, size * sizeof(int32_t)) == 0):
                 return other
             slot = (slot + 1) & mask
         if self.n_states >= self.limit:
@@ -412,7 +417,7 @@ cdef class _Subsets:
         self.slots[slot] = number
         if 2 * (number + 1) > self.slots.shape[0]:  # at most half full
             self._grow()
-        members = self.members
+        members = &self.members[0]
         for i in range(size):
             members[self.n_members + i] = buf[i]
         self.n_members += size
