@@ -344,17 +344,18 @@ class _Layout(NamedTuple):
 def _symbol_edges(
     layouts: list[_Layout], offsets: np.ndarray, index: Mapping[str, int], token_index: Mapping[TokenRef, int],
     total: int,
-) -> tuple[list[tuple[tuple[int, int], ...]], list[tuple[tuple[int, int], ...]]]:
+) -> tuple[list[tuple[tuple[int, int], ...]], list[tuple[tuple[int, int], ...]], np.ndarray, np.ndarray]:
     """Each state's rule calls ``(callee start, target - state)`` and token edges ``(token
-    reference, target)``, in the order of the automata's symbol edges. The edges of all rules
-    are numbered as arrays at once and cut into per-state tuples by one native pass (a schema
-    grammar has thousands: per-edge Python work was half of assembling one); equal call tuples
-    are shared."""
+    reference, target)``, in the order of the automata's symbol edges, and whether each state
+    has any of either (bool arrays). The edges of all rules are numbered as arrays at once and
+    cut into per-state tuples by one native pass (a schema grammar has thousands: per-edge
+    Python work was half of assembling one); equal call tuples are shared."""
     refs: list[tuple[tuple[int, int], ...]] = [()] * total
     token_edges: list[tuple[tuple[int, int], ...]] = [()] * total
+    has = np.zeros((2, total), dtype=bool)  # [0]: rule calls, [1]: token edges
     counts = [len(layout.calls[0]) for layout in layouts]
     if not any(counts):
-        return refs, token_edges
+        return refs, token_edges, has[0], has[1]
     symbol_counts = [len(layout.symbols) for layout in layouts]
     rule_starts = offsets.tolist()
     numbers = np.array([rule_starts[index[s]] if isinstance(s, str) else token_index[s]
@@ -368,15 +369,16 @@ def _symbol_edges(
     order = np.argsort(state, kind="stable")  # a state's edges keep their order
     state, symbol, target = state[order], symbol[order], target[order]
     rule = is_rule[symbol]
-    for wanted, out in ((True, refs), (False, token_edges)):
+    for wanted, out, flags in ((True, refs, has[0]), (False, token_edges, has[1])):
         picked = rule if wanted else ~rule
         if not picked.any():
             continue
         at, moves = state[picked], target[picked]
+        flags[at] = True
         if wanted:
             moves = moves - at
         cut_per_state(out, at, numbers[symbol[picked]], moves, wanted)  # equal relative calls, once
-    return refs, token_edges
+    return refs, token_edges, has[0], has[1]
 
 
 def _distinct_columns(local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -413,9 +415,7 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
             rows.fill(-1)
             rows[src, byte_class[byte]] = dst + offsets[r]
     move_rows, move_row = shared_move_rows(class_table)
-    refs, token_edges = _symbol_edges(layouts, offsets, index, token_index, total)
-    has_refs = np.fromiter(map(bool, refs), dtype=bool, count=total)
-    has_tokens = np.fromiter(map(bool, token_edges), dtype=bool, count=total)
+    refs, token_edges, has_refs, has_tokens = _symbol_edges(layouts, offsets, index, token_index, total)
     final = np.concatenate([layout.final for layout in layouts])
     has_bytes = np.concatenate([layout.has_bytes for layout in layouts])
     movable = has_bytes | has_tokens
