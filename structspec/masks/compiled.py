@@ -77,7 +77,7 @@ class CompiledGrammar:
         self.vocabulary = vocabulary
         self.rules = grammar.ruleset
         self.n_words = (vocabulary.size + 31) // 32
-        self._eos_words = _shared(_words_of(vocabulary.eos_ids, self.n_words))  # one array per vocabulary
+        self._eos_words = _eos_words(vocabulary, self.n_words)
         self._token_refs = tuple(self._token_ref_set(ref) for ref in self.rules.token_refs)
         # state -> mask words; (state, token id) -> the state after it; (state, text) -> tokens of the text and
         # of what it forces
@@ -287,6 +287,19 @@ def _forget(key: int, ref: weakref.ref) -> None:
     is freed."""
     if _MASKS.get(key) is ref:
         _MASKS.pop(key, None)
+
+
+_EOS_WORDS: BoundedCache[tuple[str, int], np.ndarray] = BoundedCache(max_entries=8)
+"""The end-of-sequence mask words of the vocabularies compiled for lately, by fingerprint: one
+array per vocabulary, made once (every compiled grammar of a vocabulary adds them to its masks)."""
+
+
+def _eos_words(vocabulary: Vocabulary, n_words: int) -> np.ndarray:
+    key = (vocabulary.fingerprint, n_words)
+    words = _EOS_WORDS.get(key)
+    if words is MISSING:
+        words = _EOS_WORDS.put(key, _shared(_words_of(vocabulary.eos_ids, n_words)))
+    return words
 
 
 def _mask_bytes(_state: ParseState, words: np.ndarray) -> int:
