@@ -18,15 +18,15 @@ from typing import NamedTuple
 import numpy as np
 
 from structspec.grammar.gbnf.diagnostics import Diagnostic
-from structspec.grammar.ruleset import RuleSet, shared_move_rows
+from structspec.grammar.ruleset import NARROW_REACH, RuleSet
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.ir._byte_automata import (
     AutomatonLimit,
     cut_per_state,
     inline_estimate,
-    place_rule_tables,
     rule_automaton,
     rule_key,
+    rule_move_rows,
 )
 from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Alt, Expr, Ref, Rep, Rule, Seq, TokenRef
@@ -133,14 +133,16 @@ def _build_dfa(table: Mapping[str, Rule], inline: set[str], rule: Rule) -> _Layo
 
 
 def _given_dfa(automaton: ByteAutomaton) -> _Layout:
-    """A rule automaton taken as given: its moves, written into the rule set's table as they are
-    (every byte it moves on is a byte class of its own)."""
-    byte_class = np.zeros(256, dtype=np.int32)
-    byte_class[automaton.byte] = 1 + automaton.byte.astype(np.int32)
+    """A rule automaton taken as given: each byte it moves on is a local class of its own
+    (numbered from 1 in byte order), the other bytes class 0, on which nothing moves."""
+    moved = np.unique(automaton.byte)
+    byte_class = np.zeros(256, dtype=np.uint8 if len(moved) < 255 else np.int32)
+    byte_class[moved] = np.arange(1, len(moved) + 1)
     has_bytes = np.zeros(automaton.n_states, dtype=bool)
     has_bytes[automaton.src] = True
-    moves = (automaton.src, automaton.byte, automaton.dst)
-    return _Layout(byte_class, None, _NO_CALLS, automaton.final, has_bytes, moves=moves)
+    table = np.full((automaton.n_states, len(moved) + 1), -1, dtype=np.int32)
+    table[automaton.src, byte_class[automaton.byte]] = automaton.dst
+    return _Layout(byte_class, _smallest(table), _NO_CALLS, automaton.final, has_bytes)
 
 
 def _blocked(table: Mapping[str, Rule], given: Collection[str] = ()) -> tuple[Mapping[str, Rule], set[str]]:
@@ -332,12 +334,11 @@ class _Layout(NamedTuple):
     the cache keeps and what assembling a grammar copies (no Python object per state)."""
 
     byte_class: np.ndarray  # byte -> local class (uint8, or int32 for a given automaton's)
-    table: np.ndarray | None  # [state, local class] -> local target, -1 for none (None: see moves)
+    table: np.ndarray  # [state, local class] -> local target, -1 for none
     calls: tuple[np.ndarray, np.ndarray, np.ndarray]  # symbol edges: (state, index into symbols, target)
     final: np.ndarray
     has_bytes: np.ndarray  # [state]: whether it moves on some byte
     symbols: tuple[str | TokenRef, ...] = ()  # the rules and token references the calls name
-    moves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a given automaton's (src, byte, dst)
     named: tuple[str, ...] = ()  # the rules it refers to, numbered as in its cache key (see rule_key)
 
 
@@ -406,15 +407,7 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
     local = np.stack([layout.byte_class for layout in layouts])
     byte_class, lowest = _distinct_columns(local)
     columns = np.ascontiguousarray(local[:, lowest], dtype=np.int32)
-    class_table = np.empty((total, columns.shape[1]), dtype=np.int32)  # filled in place: rules can be big
-    place_rule_tables([layout.table for layout in layouts], columns, offsets, class_table)
-    for r, layout in enumerate(layouts):
-        if layout.moves is not None:  # given: each byte it moves on is a global class of its own
-            rows = class_table[offsets[r] : offsets[r] + sizes[r]]
-            src, byte, dst = layout.moves
-            rows.fill(-1)
-            rows[src, byte_class[byte]] = dst + offsets[r]
-    move_rows, move_row = shared_move_rows(class_table)
+    move_rows, move_row = rule_move_rows([layout.table for layout in layouts], columns, NARROW_REACH)
     refs, token_edges, has_refs, has_tokens = _symbol_edges(layouts, offsets, index, token_index, total)
     final = np.concatenate([layout.final for layout in layouts])
     has_bytes = np.concatenate([layout.has_bytes for layout in layouts])

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structspec import Grammar
-from structspec.grammar.ruleset import NARROW_REACH, no_move, shared_move_rows
+from structspec.grammar.ruleset import NARROW_REACH, no_move, rule_move_rows, shared_move_rows
 
 GRAMMARS = sorted((Path(__file__).resolve().parents[2] / "grammars").glob("*.gbnf"))
 
@@ -98,3 +99,55 @@ def test_far_moves_keep_wide_rows(table: np.ndarray, reach: int) -> None:
     wide = table.shape[1] > 0 and len(far) - 1 > NARROW_REACH
     assert move_rows.dtype == (np.int32 if wide else np.int16)
     assert np.array_equal(expand(move_rows, move_row), far)
+
+
+@st.composite
+def rule_tables(draw: st.DrawFn) -> tuple[list[np.ndarray], np.ndarray]:
+    """Rules' local move tables (int8, int16 or int32, local targets) and, per grammar class, each
+    rule's local class, as the compiler lays a grammar out from its rules."""
+    n_classes = draw(st.integers(0, 5))
+    tables, columns = [], []
+    for _ in range(draw(st.integers(1, 4))):
+        n, width = draw(st.integers(0, 6)), draw(st.integers(1, 4))
+        cells = draw(st.lists(st.integers(-1, max(n - 1, -1)), min_size=n * width, max_size=n * width))
+        dtype = draw(st.sampled_from([np.int8, np.int16, np.int32]))
+        tables.append(np.array(cells, dtype=dtype).reshape(n, width))
+        columns.append(draw(st.lists(st.integers(0, width - 1), min_size=n_classes, max_size=n_classes)))
+    return tables, np.array(columns, dtype=np.int32).reshape(len(tables), n_classes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rule_tables())
+def test_rule_tables_give_the_rows_of_their_dense_table(rules: tuple[list[np.ndarray], np.ndarray]) -> None:
+    """Reading each rule's own distinct rows through its columns gives the rows and numbering of
+    the grammar's dense class table (each rule's targets made global), without writing it."""
+    tables, columns = rules
+    dense = []
+    offset = 0
+    for table, cols in zip(tables, columns, strict=True):
+        local = table.astype(np.int64)[:, cols]
+        dense.append(np.where(local >= 0, local + offset, -1))
+        offset += len(table)
+    table = np.concatenate(dense).astype(np.int32).reshape(offset, columns.shape[1])
+    move_rows, move_row = rule_move_rows(tables, columns, NARROW_REACH)
+    if table.size:
+        rows, row = sorted_distinct_rows(table)
+        assert np.array_equal(move_row, row)
+        assert move_rows.dtype == np.int16 and move_rows.shape == rows.shape
+        assert np.array_equal(move_rows.astype(np.int64)[move_rows != no_move(move_rows)],
+                              rows.astype(np.int64)[rows != np.iinfo(np.int32).min])
+        assert np.array_equal(expand(move_rows, move_row), table)
+    else:
+        assert move_row.shape == (offset,)
+
+
+def test_rule_tables_out_of_their_classes_are_refused() -> None:
+    table = np.array([[1, -1], [-1, -1]], dtype=np.int8)
+    with pytest.raises(ValueError):
+        rule_move_rows([table], np.array([[0, 2]], dtype=np.int32), NARROW_REACH)
+    with pytest.raises(ValueError):
+        rule_move_rows([table], np.array([[0, -1]], dtype=np.int32), NARROW_REACH)
+    with pytest.raises(ValueError):
+        rule_move_rows([table.astype(np.int64)], np.array([[0, 1]], dtype=np.int32), NARROW_REACH)
+    with pytest.raises(ValueError):
+        rule_move_rows([table], np.zeros((2, 2), dtype=np.int32), NARROW_REACH)
