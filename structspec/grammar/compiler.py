@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from structspec.grammar.gbnf.diagnostics import Diagnostic
-from structspec.grammar.ruleset import NARROW_REACH, RuleSet
+from structspec.grammar.ruleset import RuleSet, shared_move_rows
 from structspec.grammar.utf8 import utf8_sequences
 from structspec.ir._byte_automata import (
     AutomatonLimit,
@@ -26,7 +26,6 @@ from structspec.ir._byte_automata import (
     inline_estimate,
     rule_automaton,
     rule_key,
-    rule_move_rows,
 )
 from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Alt, Expr, Ref, Rep, Rule, Seq, TokenRef
@@ -407,7 +406,7 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
     local = np.stack([layout.byte_class for layout in layouts])
     byte_class, lowest = _distinct_columns(local)
     columns = np.ascontiguousarray(local[:, lowest], dtype=np.int32)
-    move_rows, move_row = rule_move_rows([layout.table for layout in layouts], columns, NARROW_REACH)
+    move_rows, move_row = shared_move_rows([layout.table for layout in layouts], columns)
     refs, token_edges, has_refs, has_tokens = _symbol_edges(layouts, offsets, index, token_index, total)
     final = np.concatenate([layout.final for layout in layouts])
     has_bytes = np.concatenate([layout.has_bytes for layout in layouts])

@@ -82,17 +82,14 @@ class ByteMoves:
         return dict(zip(where.tolist(), targets.tolist(), strict=True))
 
 
-def shared_move_rows(class_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(move_rows, move_row)`` of a dense class table (int32 ``[state, class]``, -1 = no
-    move): each distinct row of moves relative to its state once, in the order of its bytes
-    (int16 when every move stays within ``NARROW_REACH`` states, else int32; :func:`no_move`
-    for none), and each state's row. (The compiler reads its rules' tables the same way,
-    without writing this table: :func:`~structspec.ir._byte_automata.rule_move_rows`.)"""
-    if class_table.size:
-        columns = np.arange(class_table.shape[1], dtype=np.int32)[None]
-        return rule_move_rows([np.ascontiguousarray(class_table, dtype=np.int32)], columns, NARROW_REACH)
-    empty = np.full((min(len(class_table), 1), class_table.shape[1]), np.iinfo(np.int16).min, dtype=np.int16)
-    return empty, np.zeros(len(class_table), dtype=np.int32)  # no states, or no classes: one empty row at most
+def shared_move_rows(tables: list[np.ndarray], columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(move_rows, move_row)`` of the grammar laid out from its rules' move tables
+    (``tables[r]``: local targets by local class, -1 = no move; the rules' states numbered one
+    after the other), ``columns[r, k]`` rule ``r``'s local class for the grammar's class ``k``:
+    each distinct row of moves relative to its state once, in the order of its bytes (int16 when
+    every move stays within ``NARROW_REACH`` states, else int32; :func:`no_move` for none), and
+    each state's row. A dense class table is one rule whose columns are its classes."""
+    return rule_move_rows(tables, np.ascontiguousarray(columns, dtype=np.int32), NARROW_REACH)
 
 
 @dataclass(frozen=True, eq=False)

@@ -13,7 +13,8 @@ deterministic state moves all bytes of an atom alike); atoms that move every sta
 a local class, classes numbered by their lowest byte.
 
 The GIL: the loops over typed arrays alone run without it (the edge ordering, the class
-refinement and the class table, and :func:`rule_move_rows`'s work on the rules' tables). The expression walks (NFA construction, :func:`rule_key`) read Python trees and
+refinement and the class table, :func:`rule_move_rows`'s work on the rules' tables). The
+expression walks (NFA construction, :func:`rule_key`) read Python trees and
 hold it, as does :func:`cut_per_state`, which makes tuples; :func:`inline_estimate` recurses
 over the tree, as deep as the parser's nesting limit lets a rule be. So does the subset construction: its symbol moves (calls and token references) are
 grouped in Python dicts per state, and its arrays grow as numpy arrays; moving those to C
