@@ -24,7 +24,6 @@ from structspec.ir._byte_automata import (
     AutomatonLimit,
     cut_per_state,
     inline_estimate,
-    place_rule_tables,
     rule_automaton,
     rule_key,
 )
@@ -133,14 +132,16 @@ def _build_dfa(table: Mapping[str, Rule], inline: set[str], rule: Rule) -> _Layo
 
 
 def _given_dfa(automaton: ByteAutomaton) -> _Layout:
-    """A rule automaton taken as given: its moves, written into the rule set's table as they are
-    (every byte it moves on is a byte class of its own)."""
-    byte_class = np.zeros(256, dtype=np.int32)
-    byte_class[automaton.byte] = 1 + automaton.byte.astype(np.int32)
+    """A rule automaton taken as given: each byte it moves on is a local class of its own
+    (numbered from 1 in byte order), the other bytes class 0, on which nothing moves."""
+    moved = np.unique(automaton.byte)
+    byte_class = np.zeros(256, dtype=np.uint8 if len(moved) < 255 else np.int32)
+    byte_class[moved] = np.arange(1, len(moved) + 1)
     has_bytes = np.zeros(automaton.n_states, dtype=bool)
     has_bytes[automaton.src] = True
-    moves = (automaton.src, automaton.byte, automaton.dst)
-    return _Layout(byte_class, None, _NO_CALLS, automaton.final, has_bytes, moves=moves)
+    table = np.full((automaton.n_states, len(moved) + 1), -1, dtype=np.int32)
+    table[automaton.src, byte_class[automaton.byte]] = automaton.dst
+    return _Layout(byte_class, _smallest(table), _NO_CALLS, automaton.final, has_bytes)
 
 
 def _blocked(table: Mapping[str, Rule], given: Collection[str] = ()) -> tuple[Mapping[str, Rule], set[str]]:
@@ -332,29 +333,29 @@ class _Layout(NamedTuple):
     the cache keeps and what assembling a grammar copies (no Python object per state)."""
 
     byte_class: np.ndarray  # byte -> local class (uint8, or int32 for a given automaton's)
-    table: np.ndarray | None  # [state, local class] -> local target, -1 for none (None: see moves)
+    table: np.ndarray  # [state, local class] -> local target, -1 for none
     calls: tuple[np.ndarray, np.ndarray, np.ndarray]  # symbol edges: (state, index into symbols, target)
     final: np.ndarray
     has_bytes: np.ndarray  # [state]: whether it moves on some byte
     symbols: tuple[str | TokenRef, ...] = ()  # the rules and token references the calls name
-    moves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a given automaton's (src, byte, dst)
     named: tuple[str, ...] = ()  # the rules it refers to, numbered as in its cache key (see rule_key)
 
 
 def _symbol_edges(
     layouts: list[_Layout], offsets: np.ndarray, index: Mapping[str, int], token_index: Mapping[TokenRef, int],
     total: int,
-) -> tuple[list[tuple[tuple[int, int], ...]], list[tuple[tuple[int, int], ...]]]:
+) -> tuple[list[tuple[tuple[int, int], ...]], list[tuple[tuple[int, int], ...]], np.ndarray, np.ndarray]:
     """Each state's rule calls ``(callee start, target - state)`` and token edges ``(token
-    reference, target)``, in the order of the automata's symbol edges. The edges of all rules
-    are numbered as arrays at once and cut into per-state tuples by one native pass (a schema
-    grammar has thousands: per-edge Python work was half of assembling one); equal call tuples
-    are shared."""
+    reference, target)``, in the order of the automata's symbol edges, and whether each state
+    has any of either (bool arrays). The edges of all rules are numbered as arrays at once and
+    cut into per-state tuples by one native pass (a schema grammar has thousands: per-edge
+    Python work was half of assembling one); equal call tuples are shared."""
     refs: list[tuple[tuple[int, int], ...]] = [()] * total
     token_edges: list[tuple[tuple[int, int], ...]] = [()] * total
+    has = np.zeros((2, total), dtype=bool)  # [0]: rule calls, [1]: token edges
     counts = [len(layout.calls[0]) for layout in layouts]
     if not any(counts):
-        return refs, token_edges
+        return refs, token_edges, has[0], has[1]
     symbol_counts = [len(layout.symbols) for layout in layouts]
     rule_starts = offsets.tolist()
     numbers = np.array([rule_starts[index[s]] if isinstance(s, str) else token_index[s]
@@ -368,15 +369,28 @@ def _symbol_edges(
     order = np.argsort(state, kind="stable")  # a state's edges keep their order
     state, symbol, target = state[order], symbol[order], target[order]
     rule = is_rule[symbol]
-    for wanted, out in ((True, refs), (False, token_edges)):
+    for wanted, out, flags in ((True, refs, has[0]), (False, token_edges, has[1])):
         picked = rule if wanted else ~rule
         if not picked.any():
             continue
         at, moves = state[picked], target[picked]
+        flags[at] = True
         if wanted:
             moves = moves - at
         cut_per_state(out, at, numbers[symbol[picked]], moves, wanted)  # equal relative calls, once
-    return refs, token_edges
+    return refs, token_edges, has[0], has[1]
+
+
+def _distinct_columns(local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each column of ``local`` numbered by the first column equal to it (int32), and those first
+    columns' indices in increasing order."""
+    columns = np.ascontiguousarray(local.T)
+    records = columns.view(np.dtype((np.void, columns.shape[1] * columns.itemsize))).ravel()
+    _, first, inverse = np.unique(records, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    number = np.empty(len(order), dtype=np.int32)
+    number[order] = np.arange(len(order), dtype=np.int32)
+    return number[inverse.ravel()], first[order]
 
 
 def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: tuple[TokenRef, ...]) -> RuleSet:
@@ -387,35 +401,13 @@ def _assemble(names: list[str], layouts: list[_Layout], root: str, token_refs: t
     index = {name: i for i, name in enumerate(names)}
     token_index = {ref: i for i, ref in enumerate(token_refs)}
     # Global byte classes are the common refinement of the rules' own: one per distinct column of
-    # local class ids, numbered by their lowest byte (a dict over the columns' bytes, bytes in
-    # order: np.unique over columns sorted them at several times the cost).
+    # local class ids, numbered by their lowest byte (np.unique over the columns, each read as one
+    # opaque record: a Python loop over the 256 columns cost four times as much).
     local = np.stack([layout.byte_class for layout in layouts])
-    width = local.shape[0] * local.itemsize
-    flat = np.ascontiguousarray(local.T).tobytes()
-    numbered: dict[bytes, int] = {}
-    lowest: list[int] = []
-    classes = []
-    for byte in range(256):
-        column = flat[byte * width : (byte + 1) * width]
-        number = numbered.get(column)
-        if number is None:
-            number = numbered[column] = len(lowest)
-            lowest.append(byte)
-        classes.append(number)
-    byte_class = np.array(classes, dtype=np.int32)
+    byte_class, lowest = _distinct_columns(local)
     columns = np.ascontiguousarray(local[:, lowest], dtype=np.int32)
-    class_table = np.empty((total, columns.shape[1]), dtype=np.int32)  # filled in place: rules can be big
-    place_rule_tables([layout.table for layout in layouts], columns, offsets, class_table)
-    for r, layout in enumerate(layouts):
-        if layout.moves is not None:  # given: each byte it moves on is a global class of its own
-            rows = class_table[offsets[r] : offsets[r] + sizes[r]]
-            src, byte, dst = layout.moves
-            rows.fill(-1)
-            rows[src, byte_class[byte]] = dst + offsets[r]
-    move_rows, move_row = shared_move_rows(class_table)
-    refs, token_edges = _symbol_edges(layouts, offsets, index, token_index, total)
-    has_refs = np.fromiter(map(bool, refs), dtype=bool, count=total)
-    has_tokens = np.fromiter(map(bool, token_edges), dtype=bool, count=total)
+    move_rows, move_row = shared_move_rows([layout.table for layout in layouts], columns)
+    refs, token_edges, has_refs, has_tokens = _symbol_edges(layouts, offsets, index, token_index, total)
     final = np.concatenate([layout.final for layout in layouts])
     has_bytes = np.concatenate([layout.has_bytes for layout in layouts])
     movable = has_bytes | has_tokens

@@ -29,11 +29,12 @@ Nothing here is mutated after construction; parse states only hold state numbers
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from weakref import WeakValueDictionary
 
 import numpy as np
 
-from structspec.ir._byte_automata import relative_move_rows
+from structspec.ir._byte_automata import rule_move_rows
 from structspec.ir.expr import TokenRef
 
 NARROW_REACH = np.iinfo(np.int16).max
@@ -81,15 +82,14 @@ class ByteMoves:
         return dict(zip(where.tolist(), targets.tolist(), strict=True))
 
 
-def shared_move_rows(class_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(move_rows, move_row)`` of a dense class table (int32 ``[state, class]``, -1 = no
-    move): each distinct row of moves relative to its state once, in the order of its bytes
-    (int16 when every move stays within ``NARROW_REACH`` states, else int32; :func:`no_move`
-    for none), and each state's row."""
-    if class_table.size:
-        return relative_move_rows(np.ascontiguousarray(class_table, dtype=np.int32), NARROW_REACH)
-    empty = np.full((min(len(class_table), 1), class_table.shape[1]), np.iinfo(np.int16).min, dtype=np.int16)
-    return empty, np.zeros(len(class_table), dtype=np.int32)  # no states, or no classes: one empty row at most
+def shared_move_rows(tables: list[np.ndarray], columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(move_rows, move_row)`` of the grammar laid out from its rules' move tables
+    (``tables[r]``: local targets by local class, -1 = no move; the rules' states numbered one
+    after the other), ``columns[r, k]`` rule ``r``'s local class for the grammar's class ``k``:
+    each distinct row of moves relative to its state once, in the order of its bytes (int16 when
+    every move stays within ``NARROW_REACH`` states, else int32; :func:`no_move` for none), and
+    each state's row. A dense class table is one rule whose columns are its classes."""
+    return rule_move_rows(tables, np.ascontiguousarray(columns, dtype=np.int32), NARROW_REACH)
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,11 +109,13 @@ class RuleSet:
     plain: bytes
     #: Intern table of stack frames (see ``parse_state.frame``); the only mutable part, a cache.
     frames: WeakValueDictionary = field(default_factory=WeakValueDictionary, repr=False)
-    #: The byte moves as :class:`ByteMoves` reads them, derived from the three arrays above.
-    byte_moves: ByteMoves = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "byte_moves", ByteMoves(self.byte_class, self.move_rows, self.move_row))
+    @cached_property
+    def byte_moves(self) -> ByteMoves:
+        """The byte moves as :class:`ByteMoves` reads them, derived from the three arrays above
+        on first use (the first mask reads the native core's copy, not this: a grammar's time to
+        first mask does not pay for it)."""
+        return ByteMoves(self.byte_class, self.move_rows, self.move_row)
 
     @property
     def n_states(self) -> int:
@@ -135,7 +137,7 @@ class RuleSet:
 
     def __reduce__(self) -> tuple:
         """Pickled without its derived views (``byte_moves``) and cache (interned frames)."""
-        parts = {f.name: getattr(self, f.name) for f in fields(self) if f.init and f.name != "frames"}
+        parts = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "frames"}
         return (_unpickle, (parts,))
 
 

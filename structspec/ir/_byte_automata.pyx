@@ -13,8 +13,8 @@ deterministic state moves all bytes of an atom alike); atoms that move every sta
 a local class, classes numbered by their lowest byte.
 
 The GIL: the loops over typed arrays alone run without it (the edge ordering, the class
-refinement and the class table, :func:`relative_move_rows`, placing the rules' tables in the
-grammar's). The expression walks (NFA construction, :func:`rule_key`) read Python trees and
+refinement and the class table, :func:`rule_move_rows`'s work on the rules' tables). The
+expression walks (NFA construction, :func:`rule_key`) read Python trees and
 hold it, as does :func:`cut_per_state`, which makes tuples; :func:`inline_estimate` recurses
 over the tree, as deep as the parser's nesting limit lets a rule be. So does the subset construction: its symbol moves (calls and token references) are
 grouped in Python dicts per state, and its arrays grow as numpy arrays; moving those to C
@@ -24,8 +24,8 @@ one subset cost.
 """
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, qsort, realloc
-from libc.string cimport memcmp
+from libc.stdlib cimport free, malloc, qsort, realloc
+from libc.string cimport memcmp, memcpy, memset
 
 import numpy as np
 
@@ -367,8 +367,13 @@ cdef class _Subsets:
         """The number of the closure of ``targets`` (distinct NFA states), numbering it if it
         is new; -1 when it would be past the limit."""
         cdef int32_t size = 0, i, q, j, t
-        cdef int32_t[::1] buf = self.buf, stamp = self.stamp, eps_off = self.eps_off, eps_dst = self.eps_dst
-        cdef int32_t[::1] members
+        # Raw pointers, not memoryview locals: taking a memoryview is two atomic operations on its
+        # acquisition count, which were most of this method's time (it runs per move of every state).
+        cdef int32_t* buf = &self.buf[0]
+        cdef int32_t* stamp = &self.stamp[0]
+        cdef const int32_t* eps_off = &self.eps_off[0]
+        cdef const int32_t* eps_dst = &self.eps_dst[0]
+        cdef int32_t* members
         self.tick += 1
         for i in range(count):
             q = targets[i]
@@ -386,7 +391,7 @@ cdef class _Subsets:
                     stamp[t] = self.tick
                     buf[size] = t
                     size += 1
-        qsort(&buf[0], size, sizeof(int32_t), _compare)
+        qsort(buf, size, sizeof(int32_t), _compare)
         cdef uint64_t h = 14695981039346656037ULL
         for i in range(size):
             h = (h ^ <uint32_t>buf[i]) * 1099511628211ULL
@@ -397,7 +402,7 @@ cdef class _Subsets:
         while self.slots[slot] >= 0:
             other = self.slots[slot]
             if (self.hashes[other] == h and self.member_off[other + 1] - self.member_off[other] == size
-                    and memcmp(&self.members[self.member_off[other]], &buf[0], size * sizeof(int32_t)) == 0):
+                    and memcmp(&self.members[self.member_off[other]], buf, size * sizeof(int32_t)) == 0):
                 return other
             slot = (slot + 1) & mask
         if self.n_states >= self.limit:
@@ -412,7 +417,7 @@ cdef class _Subsets:
         self.slots[slot] = number
         if 2 * (number + 1) > self.slots.shape[0]:  # at most half full
             self._grow()
-        members = self.members
+        members = &self.members[0]
         for i in range(size):
             members[self.n_members + i] = buf[i]
         self.n_members += size
@@ -631,14 +636,6 @@ cdef inline int32_t _relative(int32_t target, int32_t state) noexcept nogil:
     return target - state if target >= 0 else -2147483648
 
 
-cdef inline bint _same_row(const int32_t[:, ::1] table, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    cdef Py_ssize_t j
-    for j in range(table.shape[1]):
-        if _relative(table[a, j], <int32_t>a) != _relative(table[b, j], <int32_t>b):
-            return False
-    return True
-
-
 cdef void _sort_rows(int32_t* order, int32_t* spare, Py_ssize_t count, const int32_t* rows,
                      Py_ssize_t k) noexcept nogil:
     """``order`` (0 .. count - 1) sorted by the rows' bytes (``memcmp``, as numpy orders whole rows
@@ -680,54 +677,169 @@ cdef void _sort_rows(int32_t* order, int32_t* spare, Py_ssize_t count, const int
             order[i] = source[i]
 
 
-def relative_move_rows(const int32_t[:, ::1] table, int64_t narrow_reach):
-    """``(move_rows, move_row)`` of a dense move table (int32 ``[state, class]``, -1 = no move;
-    at least one state and one class), its rows read relative to their state (target - state):
-    each distinct relative row once, in the order of its bytes, and the number of each state's
-    row. The rows are int16 (``INT16_MIN``: no move) when there is no move or none reaches past
-    ``narrow_reach`` states, else int32 (``INT32_MIN``). One pass hashes the rows into an
-    open-addressed table (compared on a hash match); only the distinct rows are sorted, and
-    written out narrowed, here rather than by numpy passes over them."""
-    cdef Py_ssize_t n = table.shape[0], k = table.shape[1], q, j, g, slot, size = 1, count = 0
-    cdef uint64_t h
-    cdef int32_t value
+cdef struct _Distinct:  # an open-addressed table of distinct rows of ``width`` int32 values
+    int32_t* rows  # [capacity, width]: the rows found so far, in order of first sight
+    uint64_t* hashes
+    int32_t* slots  # -1: free
+    Py_ssize_t count, capacity, size, width
+
+
+cdef inline uint64_t _hash_row(const int32_t* row, Py_ssize_t width) noexcept nogil:
+    cdef uint64_t h = 14695981039346656037ULL
+    cdef Py_ssize_t j
+    for j in range(width):
+        h = (h ^ <uint32_t>row[j]) * 1099511628211ULL
+    return h ^ (h >> 29)
+
+
+cdef int32_t _number(_Distinct* d, const int32_t* row) noexcept nogil:
+    """The number of ``row`` among ``d``'s rows, added when new (room for it is the caller's)."""
+    cdef uint64_t h = _hash_row(row, d.width)
+    cdef Py_ssize_t slot = <Py_ssize_t>(h & <uint64_t>(d.size - 1))
+    cdef int32_t other
+    while d.slots[slot] >= 0:
+        other = d.slots[slot]
+        if d.hashes[other] == h and memcmp(d.rows + other * d.width, row, d.width * sizeof(int32_t)) == 0:
+            return other
+        slot = (slot + 1) & (d.size - 1)
+    other = <int32_t>d.count
+    d.slots[slot] = other
+    d.hashes[other] = h
+    memcpy(d.rows + other * d.width, row, d.width * sizeof(int32_t))
+    d.count += 1
+    return other
+
+
+cdef int _open(_Distinct* d, Py_ssize_t capacity, Py_ssize_t width) noexcept nogil:
+    """Room for ``capacity`` distinct rows (the table at most half full); -1 without memory."""
+    d.size = 1
+    while d.size < 2 * capacity:
+        d.size *= 2
+    d.count = 0
+    d.capacity = capacity
+    d.width = width
+    d.rows = <int32_t*>malloc(max(capacity * width, 1) * sizeof(int32_t))
+    d.hashes = <uint64_t*>malloc(max(capacity, 1) * sizeof(uint64_t))
+    d.slots = <int32_t*>malloc(d.size * sizeof(int32_t))
+    if d.rows == NULL or d.hashes == NULL or d.slots == NULL:
+        return -1
+    memset(d.slots, 0xFF, d.size * sizeof(int32_t))
+    return 0
+
+
+cdef void _close(_Distinct* d) noexcept nogil:
+    free(d.rows)
+    free(d.hashes)
+    free(d.slots)
+
+
+ctypedef fused _local_target:
+    int8_t
+    int16_t
+    int32_t
+
+
+cdef int _rule_rows(const _local_target[:, ::1] table, const int32_t[::1] columns, _Distinct* shared,
+                    int32_t* group, int32_t* scratch) noexcept nogil:
+    """Number each state's relative row over the grammar's classes (``columns``: each class's
+    local class) in ``shared``, writing it to ``group``. A rule's own distinct rows are found
+    first, over its local classes (fewer than the grammar's, and most states share a row with
+    another: the inlined copies of a rule, the bytes of its literals), and only those are read
+    through ``columns``. -1 without memory, -2 for a column outside the table."""
+    cdef Py_ssize_t n = table.shape[0], width = table.shape[1], k = columns.shape[0], q, j
+    cdef _Distinct own
+    cdef int32_t i
+    cdef int32_t* found
+    for j in range(k):
+        if not 0 <= columns[j] < width:
+            return -2
+    if _open(&own, n, width) < 0:
+        _close(&own)
+        return -1
+    for q in range(n):
+        for j in range(width):
+            scratch[j] = _relative(table[q, j], <int32_t>q)
+        group[q] = _number(&own, scratch)
+    found = <int32_t*>malloc(max(own.count, 1) * sizeof(int32_t))
+    if found == NULL:
+        _close(&own)
+        return -1
+    for i in range(<int32_t>own.count):
+        for j in range(k):
+            scratch[j] = own.rows[i * width + columns[j]]
+        found[i] = _number(shared, scratch)
+    for q in range(n):
+        group[q] = found[group[q]]
+    free(found)
+    _close(&own)
+    return 0
+
+
+def rule_move_rows(list tables, const int32_t[:, ::1] columns, int64_t narrow_reach):
+    """``(move_rows, move_row)`` of a grammar laid out from its rules' move tables (``tables[r]``:
+    local targets by local class, -1 for none; int8, int16 or int32; the rules' states numbered
+    one after the other), ``columns[r, k]`` the local class of rule ``r`` for the grammar's
+    class ``k``: each distinct row of moves relative to its state (target - state) once, in the
+    order of its bytes, and each state's row. The rows are int16 (``INT16_MIN``: no move) when
+    no move reaches past ``narrow_reach`` states, else int32 (``INT32_MIN``). A state's
+    relative row is the same whatever the rule's offset, so the grammar's dense class table is
+    never written: each rule's distinct rows are read through ``columns`` (a dense table is one
+    rule whose columns are its classes)."""
+    cdef Py_ssize_t n_rules = len(tables), k = columns.shape[1], r, total = 0, widest = k, at = 0, count, g, j
     cdef int64_t reach = -1  # the furthest move; -1 for none
-    while size < 2 * n:
-        size *= 2
-    slots_array = np.full(size, -1, dtype=np.int32)
-    first_array = np.empty(n, dtype=np.int32)
-    group_array = np.empty(n, dtype=np.int32)
-    cdef int32_t[::1] slots = slots_array, first = first_array, group = group_array
-    with nogil:
-        for q in range(n):
-            h = 14695981039346656037ULL
-            for j in range(k):
-                h = (h ^ <uint32_t>_relative(table[q, j], <int32_t>q)) * 1099511628211ULL
-            slot = <Py_ssize_t>((h ^ (h >> 29)) & <uint64_t>(size - 1))
-            while slots[slot] >= 0 and not _same_row(table, first[slots[slot]], q):
-                slot = (slot + 1) & (size - 1)
-            if slots[slot] < 0:
-                slots[slot] = <int32_t>count
-                first[count] = <int32_t>q
-                count += 1
-            group[q] = slots[slot]
-    rows_array = np.empty((count, k), dtype=np.int32)
-    order_array = np.arange(count, dtype=np.int32)
-    spare_array = np.empty(count, dtype=np.int32)
+    cdef int32_t value
+    cdef int code = 0
+    if columns.shape[0] != n_rules:
+        raise ValueError(f"{columns.shape[0]} rows of columns for {n_rules} rules")
+    arrays = [np.ascontiguousarray(table) for table in tables]
+    for table in arrays:
+        if table.ndim != 2:
+            raise ValueError("a rule's move table is a 2-d array")
+        total += table.shape[0]
+        widest = max(widest, table.shape[1])
+    group_array = np.empty(total, dtype=np.int32)
+    cdef int32_t[::1] group = group_array
+    cdef const int8_t[:, ::1] narrow_table
+    cdef const int16_t[:, ::1] middle_table
+    cdef const int32_t[:, ::1] wide_table
+    cdef _Distinct shared
+    shared.rows = shared.hashes = NULL
+    shared.slots = NULL
+    cdef int32_t* scratch = <int32_t*>malloc(max(widest, 1) * sizeof(int32_t))
+    try:
+        if scratch == NULL or _open(&shared, total, k) < 0:
+            raise MemoryError("no memory for the grammar's move rows")
+        for r in range(n_rules):
+            table = arrays[r]
+            if table.dtype == np.int8:
+                narrow_table = table
+                with nogil:
+                    code = _rule_rows(narrow_table, columns[r], &shared, &group[at] if total else NULL, scratch)
+            elif table.dtype == np.int16:
+                middle_table = table
+                with nogil:
+                    code = _rule_rows(middle_table, columns[r], &shared, &group[at] if total else NULL, scratch)
+            elif table.dtype == np.int32:
+                wide_table = table
+                with nogil:
+                    code = _rule_rows(wide_table, columns[r], &shared, &group[at] if total else NULL, scratch)
+            else:
+                raise ValueError(f"a rule's move table is int8, int16 or int32, not {table.dtype}")
+            if code == -1:
+                raise MemoryError("no memory for the grammar's move rows")
+            if code == -2:
+                raise ValueError("a rule's columns name classes it does not have")
+            at += table.shape[0]
+        count = shared.count
+        rows_array = np.empty((count, k), dtype=np.int32)
+        order_array = np.arange(count, dtype=np.int32)
+        spare_array = np.empty(count, dtype=np.int32)
+        _finish(shared.rows, count, k, rows_array, order_array, spare_array, group, &reach)
+    finally:
+        free(scratch)
+        _close(&shared)
     cdef int32_t[:, ::1] rows = rows_array
-    cdef int32_t[::1] order = order_array, spare = spare_array
-    with nogil:
-        for g in range(count):
-            for j in range(k):
-                value = _relative(table[first[g], j], first[g])
-                rows[g, j] = value
-                if value != -2147483648 and (value if value >= 0 else -<int64_t>value) > reach:
-                    reach = value if value >= 0 else -<int64_t>value
-        _sort_rows(&order[0], &spare[0], count, &rows[0, 0], k)
-        for g in range(count):
-            spare[order[g]] = <int32_t>g  # the rank of each row
-        for q in range(n):
-            group[q] = spare[group[q]]
+    cdef int32_t[::1] order = order_array
     cdef int16_t[:, ::1] narrow
     cdef int32_t[:, ::1] wide
     if reach <= narrow_reach or reach < 0:
@@ -748,6 +860,26 @@ def relative_move_rows(const int32_t[:, ::1] table, int64_t narrow_reach):
     return ordered, group_array
 
 
+cdef void _finish(const int32_t* found, Py_ssize_t count, Py_ssize_t k, int32_t[:, ::1] rows, int32_t[::1] order,
+                  int32_t[::1] spare, int32_t[::1] group, int64_t* reach) noexcept nogil:
+    """Copy the distinct rows out, find the furthest move, sort the rows by their bytes and
+    renumber each state's row by its rank."""
+    cdef Py_ssize_t g, j, q
+    cdef int32_t value
+    for g in range(count):
+        for j in range(k):
+            value = found[g * k + j]
+            rows[g, j] = value
+            if value != -2147483648 and (value if value >= 0 else -<int64_t>value) > reach[0]:
+                reach[0] = value if value >= 0 else -<int64_t>value
+    if count:
+        _sort_rows(&order[0], &spare[0], count, &rows[0, 0], k)
+    for g in range(count):
+        spare[order[g]] = <int32_t>g  # the rank of each row
+    for q in range(group.shape[0]):
+        group[q] = spare[group[q]]
+
+
 def cut_per_state(list out, const int64_t[::1] at, const int64_t[::1] first, const int64_t[::1] second,
                   bint share):
     """Write the pairs ``(first[i], second[i])``, sorted by their state ``at[i]``, into ``out``
@@ -766,47 +898,3 @@ def cut_per_state(list out, const int64_t[::1] at, const int64_t[::1] first, con
         edges = tuple([(first[x], second[x]) for x in range(i, j)])
         out[at[i]] = shared.setdefault(edges, edges) if share else edges
         i = j
-
-
-ctypedef fused _local_target:
-    int8_t
-    int16_t
-    int32_t
-
-
-cdef void _place(const _local_target[:, ::1] table, const int32_t[::1] columns, int32_t[:, ::1] out,
-                 int32_t offset) noexcept nogil:
-    cdef Py_ssize_t q, k
-    cdef int32_t target
-    for q in range(table.shape[0]):
-        for k in range(columns.shape[0]):
-            target = table[q, columns[k]]
-            out[offset + q, k] = target + offset if target >= 0 else -1
-
-
-def place_rule_tables(list tables, const int32_t[:, ::1] columns, const int32_t[::1] offsets, int32_t[:, ::1] out):
-    """Write each rule's move table (local targets by local class, -1 for none; int8, int16 or
-    int32) into ``out``, the grammar's table: row ``offsets[r] + q`` is state ``q`` of rule ``r``,
-    column ``k`` its local class ``columns[r, k]``, targets made global. ``None`` tables are
-    skipped (rules given as automata, written by the caller)."""
-    cdef Py_ssize_t r
-    cdef const int8_t[:, ::1] narrow
-    cdef const int16_t[:, ::1] middle
-    cdef const int32_t[:, ::1] wide
-    for r in range(len(tables)):
-        table = tables[r]
-        if table is None:
-            continue
-        table = np.ascontiguousarray(table)
-        if table.dtype == np.int8:
-            narrow = table
-            with nogil:
-                _place(narrow, columns[r], out, offsets[r])
-        elif table.dtype == np.int16:
-            middle = table
-            with nogil:
-                _place(middle, columns[r], out, offsets[r])
-        else:
-            wide = table
-            with nogil:
-                _place(wide, columns[r], out, offsets[r])

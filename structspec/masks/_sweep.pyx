@@ -1695,3 +1695,36 @@ def words_digest(const uint32_t[::1] words):
 def same_words(const uint32_t[::1] a, const uint32_t[::1] b):
     """Whether two packed masks hold the same words."""
     return a.shape[0] == b.shape[0] and (a.shape[0] == 0 or memcmp(&a[0], &b[0], a.shape[0] * 4) == 0)
+
+
+def call_arrays(tuple refs):
+    """A rule set's rule calls (``RuleSet.refs``: per state, ``(rule start, return state - state)``
+    pairs) as the core reads them: ``(ref_off, ref_start, ref_ret)``, int32, state ``q``'s calls at
+    ``ref_off[q]:ref_off[q + 1]`` with absolute return states. One pass over the tuples, no Python
+    object made per call. Malformed entries raise TypeError; a state outside ``0 .. len(refs) - 1``
+    ValueError."""
+    cdef Py_ssize_t n = len(refs), q, i, total = 0, at = 0
+    cdef tuple row, pair
+    cdef int64_t start, ret
+    for q in range(n):
+        total += len(<tuple?> refs[q])
+    off_array = np.empty(n + 1, dtype=np.int32)
+    start_array = np.empty(total, dtype=np.int32)
+    ret_array = np.empty(total, dtype=np.int32)
+    cdef int32_t[::1] off = off_array, starts = start_array, rets = ret_array
+    for q in range(n):
+        off[q] = <int32_t> at
+        row = <tuple> refs[q]
+        for i in range(len(row)):
+            pair = <tuple?> row[i]
+            if len(pair) != 2:
+                raise TypeError(f"a rule call is a (start, return) pair, not {pair!r}")
+            start = pair[0]
+            ret = q + <int64_t> pair[1]
+            if not (0 <= start < n and 0 <= ret < n):
+                raise ValueError(f"a rule call of state {q} names states outside the {n} automaton states")
+            starts[at] = <int32_t> start
+            rets[at] = <int32_t> ret
+            at += 1
+    off[n] = <int32_t> at
+    return off_array, start_array, ret_array

@@ -77,7 +77,7 @@ class CompiledGrammar:
         self.vocabulary = vocabulary
         self.rules = grammar.ruleset
         self.n_words = (vocabulary.size + 31) // 32
-        self._eos_words = _shared(_words_of(vocabulary.eos_ids, self.n_words))  # one array per vocabulary
+        self._eos_words = _eos_words(vocabulary, self.n_words)
         self._token_refs = tuple(self._token_ref_set(ref) for ref in self.rules.token_refs)
         # state -> mask words; (state, token id) -> the state after it; (state, text) -> tokens of the text and
         # of what it forces
@@ -94,7 +94,7 @@ class CompiledGrammar:
         self._trie = token_trie(vocabulary)
         self._runner = StackRunner(self.rules, vocabulary, self._trie, self.n_words)
         self._completion_costs: list[float] | None = None  # filled on first use (threads may race: same result)
-        self._spellable = spellable_bytes(vocabulary.byte_matrix, vocabulary.lengths)
+        self._spellable: np.ndarray | None = None  # see _spellable_bytes()
 
     def matcher(self) -> Matcher:
         """A fresh :class:`~structspec.masks.matcher.Matcher` at the start of the grammar."""
@@ -199,7 +199,7 @@ class CompiledGrammar:
         vocab, trie = self.vocabulary, self._trie
         found: list[int] = []
         node = 0  # the token-trie node of the bytes so far: steps go on while some token spells them
-        for is_byte, value in shortest_steps(state, self._costs(), self._spellable):
+        for is_byte, value in shortest_steps(state, self._costs(), self._spellable_bytes()):
             if not is_byte:
                 if node == 0:
                     bits = np.unpackbits(self._token_refs[value].words.view(np.uint8), bitorder="little")
@@ -216,8 +216,17 @@ class CompiledGrammar:
     def _costs(self) -> list[float]:
         costs = self._completion_costs
         if costs is None:
-            costs = self._completion_costs = rule_completion_costs(self.rules, self._spellable)
+            costs = self._completion_costs = rule_completion_costs(self.rules, self._spellable_bytes())
         return costs
+
+    def _spellable_bytes(self) -> np.ndarray:
+        """The bytes some single-byte text token spells, found on first use (only completion
+        reads them: compiling for the first mask does not pay for it; threads may race: same result)."""
+        spellable = self._spellable
+        if spellable is None:
+            vocab = self.vocabulary
+            spellable = self._spellable = spellable_bytes(vocab.byte_matrix, vocab.lengths)
+        return spellable
 
     def advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
         """The state after a non-end-of-sequence token: its bytes, or a token reference
@@ -278,6 +287,19 @@ def _forget(key: int, ref: weakref.ref) -> None:
     is freed."""
     if _MASKS.get(key) is ref:
         _MASKS.pop(key, None)
+
+
+_EOS_WORDS: BoundedCache[tuple[str, int], np.ndarray] = BoundedCache(max_entries=8)
+"""The end-of-sequence mask words of the vocabularies compiled for lately, by fingerprint: one
+array per vocabulary, made once (every compiled grammar of a vocabulary adds them to its masks)."""
+
+
+def _eos_words(vocabulary: Vocabulary, n_words: int) -> np.ndarray:
+    key = (vocabulary.fingerprint, n_words)
+    words = _EOS_WORDS.get(key)
+    if words is MISSING:
+        words = _EOS_WORDS.put(key, _shared(_words_of(vocabulary.eos_ids, n_words)))
+    return words
 
 
 def _mask_bytes(_state: ParseState, words: np.ndarray) -> int:

@@ -27,7 +27,7 @@ from structspec.tokens.trie import LoopSplit, TokenTrie, loop_split
 from structspec.tokens.vocabulary import Vocabulary
 
 try:
-    from structspec.masks._sweep import Pushdown, Split
+    from structspec.masks._sweep import Pushdown, Split, call_arrays
     from structspec.masks._sweep import same_words as same_words  # for the mask cache (masks.compiled)
     from structspec.masks._sweep import words_digest as words_digest
 except ImportError as exc:  # a source checkout that was never built
@@ -151,24 +151,37 @@ def _rule_arrays(rules: RuleSet) -> tuple[np.ndarray, ...]:
     byte_class = np.ascontiguousarray(rules.byte_class, np.int32)
     if len(byte_class) != 256 or byte_class.min() < 0 or byte_class.max() >= max(n_classes, 1):
         raise GrammarError("E108", "the byte classes do not fit the move rows")
-    counts = np.fromiter(map(len, rules.refs), np.int32, len(rules.refs))
-    ref_off = np.zeros(n_states + 1, np.int32)
-    np.cumsum(counts, out=ref_off[1:])
-    pairs = np.array([pair for refs in rules.refs for pair in refs], np.int64).reshape(-1, 2)
-    pairs[:, 1] += np.repeat(np.arange(len(counts)), counts)  # return states are kept relative to the caller
-    if pairs.size and not (pairs.min() >= 0 and pairs.max() < n_states):
-        raise GrammarError("E108", "a rule call names automaton states that do not exist")
+    try:
+        ref_off, ref_start, ref_ret = call_arrays(tuple(rules.refs))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise GrammarError("E108", f"the rule calls do not fit the automaton states: {exc}") from None
+    if len(ref_off) != n_states + 1:
+        raise GrammarError("E108", "the rule calls do not fit the automaton states")
     flags = [np.frombuffer(flag, np.uint8) for flag in (rules.final, rules.movable, rules.sink, rules.plain)]
     if any(len(flag) != n_states or flag.max(initial=0) > 1 for flag in flags):
         raise GrammarError("E108", "the state flags do not fit the automaton states")
-    sequences = [[np.unique(byte_class[lo: hi + 1]) for lo, hi in seq]
-                 for seq in utf8_sequences(((0x80, 0x10FFFF),))]
-    positions = [classes for seq in sequences for classes in seq]
-    multi_seq = np.cumsum([0, *map(len, sequences)], dtype=np.int32)
-    multi_pos = np.cumsum([0, *map(len, positions)], dtype=np.int32)
-    multi_cls = np.concatenate(positions).astype(np.int32)
-    return (move_rows, move_row, byte_class, ref_off, np.ascontiguousarray(pairs[:, 0], np.int32),
-            np.ascontiguousarray(pairs[:, 1], np.int32), *flags, multi_seq, multi_pos, multi_cls)
+    # the classes of each position of the UTF-8 multi-byte sequences, in increasing order (one boolean
+    # table [position, class] read row by row)
+    present = np.zeros((_MULTI_POSITIONS, n_classes), bool)
+    present[_MULTI_ROW, byte_class[_MULTI_BYTE]] = True
+    position, multi_cls = np.nonzero(present)
+    multi_pos = np.searchsorted(position, np.arange(_MULTI_POSITIONS + 1)).astype(np.int32)
+    return (move_rows, move_row, byte_class, ref_off, ref_start, ref_ret, *flags, _MULTI_SEQ, multi_pos,
+            multi_cls.astype(np.int32))
+
+
+def _multi_byte_positions() -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """The positions of the UTF-8 multi-byte sequences, whatever the grammar: the offsets of each
+    sequence's positions, their number, and each of their bytes with its position."""
+    sequences = utf8_sequences(((0x80, 0x10FFFF),))
+    ranges = [(lo, hi) for seq in sequences for lo, hi in seq]
+    seq_off = np.cumsum([0, *map(len, sequences)], dtype=np.int32)
+    rows = np.concatenate([np.full(hi + 1 - lo, r) for r, (lo, hi) in enumerate(ranges)])
+    byte = np.concatenate([np.arange(lo, hi + 1) for lo, hi in ranges])
+    return seq_off, len(ranges), rows, byte
+
+
+_MULTI_SEQ, _MULTI_POSITIONS, _MULTI_ROW, _MULTI_BYTE = _multi_byte_positions()
 
 
 def _trie_arrays(trie: TokenTrie) -> tuple[np.ndarray, ...]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +34,11 @@ def class_tables(draw: st.DrawFn) -> np.ndarray:
     return table
 
 
+def dense_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The shared rows of a dense class table: one rule whose columns are its classes."""
+    return shared_move_rows([table], np.arange(table.shape[1])[None])
+
+
 def expand(move_rows: np.ndarray, move_row: np.ndarray) -> np.ndarray:
     relative = move_rows[move_row].astype(np.int64)
     states = np.arange(len(move_row))[:, None]
@@ -42,7 +48,7 @@ def expand(move_rows: np.ndarray, move_row: np.ndarray) -> np.ndarray:
 @settings(max_examples=300, deadline=None)
 @given(class_tables())
 def test_shared_rows_round_trip(table: np.ndarray) -> None:
-    move_rows, move_row = shared_move_rows(table)
+    move_rows, move_row = dense_rows(table)
     assert move_rows.dtype == np.int16 and move_row.dtype == np.int32
     assert move_row.shape == (len(table),) and move_rows.shape[1] == table.shape[1]
     assert np.array_equal(expand(move_rows, move_row), table)
@@ -55,7 +61,7 @@ def test_grammars_round_trip_and_share_rows() -> None:
         table = rules.class_table()
         assert table.shape == (rules.n_states, rules.n_classes)
         assert np.array_equal(expand(rules.move_rows, rules.move_row), table)
-        assert np.array_equal(shared_move_rows(table)[0], rules.move_rows)
+        assert np.array_equal(dense_rows(table)[0], rules.move_rows)
         some = np.array([0, rules.n_classes - 1]) if rules.n_classes else np.array([], dtype=np.int64)
         assert np.array_equal(rules.class_table(some), table[:, some])
 
@@ -78,7 +84,7 @@ def test_shared_rows_in_sorted_order(table: np.ndarray, data: st.DataObject) -> 
         column = data.draw(st.integers(0, table.shape[1] - 1))
         table = np.repeat(table, 3, axis=0)
         table[::3, column] = -1
-    move_rows, move_row = shared_move_rows(table)
+    move_rows, move_row = dense_rows(table)
     rows, row = sorted_distinct_rows(table)
     assert np.array_equal(move_row, row)
     assert np.array_equal(move_rows.astype(np.int64)[move_rows != no_move(move_rows)],
@@ -94,7 +100,59 @@ def test_far_moves_keep_wide_rows(table: np.ndarray, reach: int) -> None:
     far[: len(table)] = table
     if table.shape[1]:
         far[0, 0] = len(far) - 1  # a move of len(far) - 1 states
-    move_rows, move_row = shared_move_rows(far)
+    move_rows, move_row = dense_rows(far)
     wide = table.shape[1] > 0 and len(far) - 1 > NARROW_REACH
     assert move_rows.dtype == (np.int32 if wide else np.int16)
     assert np.array_equal(expand(move_rows, move_row), far)
+
+
+@st.composite
+def rule_tables(draw: st.DrawFn) -> tuple[list[np.ndarray], np.ndarray]:
+    """Rules' local move tables (int8, int16 or int32, local targets) and, per grammar class, each
+    rule's local class, as the compiler lays a grammar out from its rules."""
+    n_classes = draw(st.integers(0, 5))
+    tables, columns = [], []
+    for _ in range(draw(st.integers(1, 4))):
+        n, width = draw(st.integers(0, 6)), draw(st.integers(1, 4))
+        cells = draw(st.lists(st.integers(-1, max(n - 1, -1)), min_size=n * width, max_size=n * width))
+        dtype = draw(st.sampled_from([np.int8, np.int16, np.int32]))
+        tables.append(np.array(cells, dtype=dtype).reshape(n, width))
+        columns.append(draw(st.lists(st.integers(0, width - 1), min_size=n_classes, max_size=n_classes)))
+    return tables, np.array(columns, dtype=np.int32).reshape(len(tables), n_classes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rule_tables())
+def test_rule_tables_give_the_rows_of_their_dense_table(rules: tuple[list[np.ndarray], np.ndarray]) -> None:
+    """Reading each rule's own distinct rows through its columns gives the rows and numbering of
+    the grammar's dense class table (each rule's targets made global), without writing it."""
+    tables, columns = rules
+    dense = []
+    offset = 0
+    for table, cols in zip(tables, columns, strict=True):
+        local = table.astype(np.int64)[:, cols]
+        dense.append(np.where(local >= 0, local + offset, -1))
+        offset += len(table)
+    table = np.concatenate(dense).astype(np.int32).reshape(offset, columns.shape[1])
+    move_rows, move_row = shared_move_rows(tables, columns)
+    if table.size:
+        rows, row = sorted_distinct_rows(table)
+        assert np.array_equal(move_row, row)
+        assert move_rows.dtype == np.int16 and move_rows.shape == rows.shape
+        assert np.array_equal(move_rows.astype(np.int64)[move_rows != no_move(move_rows)],
+                              rows.astype(np.int64)[rows != np.iinfo(np.int32).min])
+        assert np.array_equal(expand(move_rows, move_row), table)
+    else:
+        assert move_row.shape == (offset,)
+
+
+def test_rule_tables_out_of_their_classes_are_refused() -> None:
+    table = np.array([[1, -1], [-1, -1]], dtype=np.int8)
+    with pytest.raises(ValueError):
+        shared_move_rows([table], np.array([[0, 2]]))
+    with pytest.raises(ValueError):
+        shared_move_rows([table], np.array([[0, -1]]))
+    with pytest.raises(ValueError):
+        shared_move_rows([table.astype(np.int64)], np.array([[0, 1]]))
+    with pytest.raises(ValueError):
+        shared_move_rows([table], np.zeros((2, 2)))

@@ -580,6 +580,36 @@ def test_move_rows_naming_missing_states_are_e108(shift: int, dtype: type) -> No
     assert caught.value.code == "E108"
 
 
+@pytest.mark.parametrize("calls", [((-1, 1),), ((1 << 40, 1),), ((0, 1 << 20),), ((0, -1 << 20),), ((0,),),
+                                   (None,), ((0, "1"),)])
+def test_rule_calls_naming_missing_states_are_e108(calls: tuple) -> None:
+    """A rule call is read into the core's arrays only when it names existing states: its start,
+    and its return state (relative to the caller)."""
+    compiled, _ = _native('root ::= x x\nx ::= "a" | "b" x')
+    rules = compiled.rules
+    assert any(rules.refs)
+    refs = (calls, *rules.refs[1:])
+    with pytest.raises(GrammarError) as caught:
+        mask_runner.StackRunner(replace(rules, refs=refs), compiled.vocabulary, compiled._trie, compiled.n_words)
+    assert caught.value.code == "E108"
+    with pytest.raises(GrammarError):
+        mask_runner.StackRunner(replace(rules, refs=rules.refs[:-1]), compiled.vocabulary, compiled._trie,
+                                compiled.n_words)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_rule_calls_read_as_pairs(seed: int) -> None:
+    """The core's call arrays hold each state's calls in order, with absolute return states."""
+    rng = np.random.default_rng(seed)
+    n = 50
+    refs = tuple(tuple((int(rng.integers(n)), int(rng.integers(n)) - q) for _ in range(rng.integers(4)))
+                 for q in range(n))
+    off, start, ret = mask_runner.call_arrays(refs)
+    assert off.tolist() == np.cumsum([0, *map(len, refs)]).tolist()
+    assert [(int(a), int(b)) for a, b in zip(start, ret, strict=True)] == [
+        (s, q + step) for q, calls in enumerate(refs) for s, step in calls]
+
+
 @pytest.mark.parametrize("field, value", [("child_hi", 1 << 20), ("child_lo", 0), ("row_hi", 1 << 20),
                                           ("row_lo", -1), ("end_hi", 1 << 20), ("below_index", 1 << 20)])
 def test_trie_nodes_out_of_range_are_e108(field: str, value: int) -> None:
