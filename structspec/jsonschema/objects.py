@@ -27,6 +27,7 @@ from structspec.budget import check
 from structspec.errors import SCHEMA_TOO_LARGE, SchemaError
 from structspec.ir.automaton import (
     DFA,
+    MAX_INLINE_DEPTH,
     TooComplexError,
     complement,
     dfa_from_strings,
@@ -37,7 +38,7 @@ from structspec.ir.automaton import (
 )
 from structspec.ir.charset import ANY
 from structspec.ir.counted import emit_counted
-from structspec.ir.expr import EMPTY, Lit, MaybeExpr, alt, rep, seq
+from structspec.ir.expr import EMPTY, Lit, MaybeExpr, Ref, alt, rep, seq
 from structspec.jsonschema.builder import GrammarBuilder
 from structspec.jsonschema.encoding import QUOTE, json_string_literal
 from structspec.jsonschema.facets import Facet
@@ -54,6 +55,7 @@ from structspec.regex.parse import RegexError, python_pattern
 
 MAX_PATTERNS = 6
 MAX_ANY_ORDER = 6
+SPLIT_CHAIN = 16  # entries past which the members after entries alone are a chain of their own (_in_order)
 NO_WITNESS, WITNESSED, LAST_REPEATABLE = 0, 1, 2  # member automaton: where the required witness stands
 
 
@@ -375,7 +377,26 @@ def _members(
     (saturating at what ``min_p`` and the separator need), ``w`` the witness: ``NO_WITNESS``
     (still needed), ``WITNESSED``, or ``LAST_REPEATABLE`` (given by a repeatable member).
     ``max_p`` bounds the links a path takes (:func:`~structspec.ir.counted.emit_counted`), so
-    a large maximum costs no state per count."""
+    a large maximum costs no state per count. The common shape is written directly
+    (:func:`_in_order`), in the same language."""
+    if tracked is None and not needs_witness and max_p is None and min_p <= 1:
+        return _in_order(builder, entries, extra, min_p, sep, name)
+    return _member_graph(builder, entries, extra, witness, needs_witness, min_p, max_p, sep, name, tracked)
+
+
+def _member_graph(
+    builder: GrammarBuilder,
+    entries: list[tuple[MaybeExpr, bool, MaybeExpr]],
+    extra: MaybeExpr,
+    witness: MaybeExpr,
+    needs_witness: bool,
+    min_p: int,
+    max_p: int | None,
+    sep: MaybeExpr,
+    name: str,
+    tracked: int | None,
+) -> MaybeExpr:
+    """:func:`_members` in general: the member automaton's states and edges, emitted."""
     cap = max(min_p, 1)
     n = len(entries)
     needed_bits = sum(1 << j for j, (_, needed, _) in enumerate(entries) if needed)
@@ -423,3 +444,76 @@ def _members(
     if max_p is None:
         return emit_graph(edges, accept, start, builder, f"{name}-rest")
     return emit_counted(edges, accept, start, max_p, builder, f"{name}-rest")
+
+
+def _in_order(
+    builder: GrammarBuilder,
+    entries: list[tuple[MaybeExpr, bool, MaybeExpr]],
+    extra: MaybeExpr,
+    min_p: int,
+    sep: MaybeExpr,
+    name: str,
+) -> MaybeExpr:
+    """:func:`_members` for its common shape, written directly: entries in order, no witness,
+    no ``maxProperties``, ``minProperties`` at most 1.
+
+    With ``P(j) = sep e[j]`` (optional unless the entry is required) and ``X = sep extra``,
+    what may follow a member when ``k`` entries are passed is ``T(k)``::
+
+        T(k) = X* P(k+1) T(k+1)              T(n) = X*
+
+    The list is an extra member and ``T(0)``, or entry ``j`` and ``T(j)`` when every entry
+    before ``j`` is optional, or empty when all are and ``min_p`` is 0. Past
+    :data:`SPLIT_CHAIN` entries, what follows a member while only entries were written is a
+    chain of its own, ``U(k) = P(k+1) U(k+1) | X T(k)``, ``U(n) = (X T(n))?`` (entry ``j``
+    is then followed by ``U(j)``): its rules hold no loop, so the compiler inlines runs of
+    them, and a mask after a separator need not call through one rule per optional entry
+    left. Each ``T(k)`` and ``U(k)`` used twice (``k < n``) is a rule, and so is every
+    :data:`~structspec.ir.automaton.MAX_INLINE_DEPTH`-th ``U(k)`` of a run that would nest one in
+    another (the parser's nesting limit); the others are written in place. This is the language
+    of the general member automaton, whose states that differ only in how many entries and
+    extra members were written (up to one each) are one here."""
+    members = [(member, needed) for member, needed, _ in entries if member is not None]
+    steps = [seq(sep, member) if needed else rep(seq(sep, member), 0, 1) for member, needed in members]
+    n = len(members)
+    first = next((j + 1 for j, (_, needed) in enumerate(members) if needed), n)  # entries that may come first
+    split = n > SPLIT_CHAIN
+    other = seq(sep, extra)
+    loop = rep(other, 0, None)
+    t_uses = [int(extra is not None)]  # by the first member, T(k - 1) and U(k)
+    for k in range(1, n + 1):
+        t_uses.append(int(t_uses[k - 1] > 0) + (int(extra is not None) if split else int(k <= first)))
+    u_uses = [0] + [int(k <= first) + int(k > 1) for k in range(1, n + 1)] if split else [0] * (n + 1)
+    t_names = {k: builder.fresh(f"{name}-rest-{k}") for k in range(n) if t_uses[k] > 1}
+    named, below = [], 0  # below: levels of U(k + 1) written in place
+    for k in range(n - 1, 0, -1):
+        if u_uses[k] > 1 or below + 1 >= MAX_INLINE_DEPTH:  # a U(k) in place nests its successor
+            named.append(k)
+            below = 0
+        elif u_uses[k]:
+            below += 1
+    u_names = {k: builder.fresh(f"{name}-next-{k}") for k in reversed(named)}
+    t_tails: list[MaybeExpr] = [None] * n + [loop]
+    u_tails: list[MaybeExpr] = [None] * n + [rep(seq(other, loop), 0, 1)]
+
+    def rest(k: int) -> MaybeExpr:
+        return Ref(t_names[k]) if k in t_names else t_tails[k]
+
+    def after(k: int) -> MaybeExpr:
+        if not split:
+            return rest(k)
+        return Ref(u_names[k]) if k in u_names else u_tails[k]
+
+    for k in range(n - 1, -1, -1):
+        if t_uses[k]:
+            t_tails[k] = seq(loop, steps[k], rest(k + 1))
+        if u_uses[k]:
+            u_tails[k] = alt(seq(steps[k], after(k + 1)), seq(other, rest(k)))
+    for k, rule in t_names.items():
+        builder.define(rule, t_tails[k])  # type: ignore[arg-type]
+    for k, rule in u_names.items():
+        builder.define(rule, u_tails[k])  # type: ignore[arg-type]
+    firsts = [seq(extra, rest(0))] + [seq(members[j - 1][0], after(j)) for j in range(1, first + 1)]
+    if min_p == 0 and not any(needed for _, needed in members):
+        firsts.append(EMPTY)
+    return alt(*firsts)
