@@ -25,6 +25,7 @@ def test_every_phase_is_reported_and_the_methods_come_back(capsys) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("4 requests, 24 tokens in ")
     phases = [line.split()[0] for line in lines[2:]]
-    assert phases == ["join", "draft", "forward", "layout", "model", "output", "mask", "verify", "keep", "step", "process"]
+    assert phases == ["join", "draft", "forward", "layout", "model", "output", "mask", "verify", "keep", "step",
+                      "process"]
     assert all(float(line.split()[-3]) > 0 for line in lines[2:] if not line.startswith(("join", "mask", "keep")))
     assert (Batch.step, Decoding.draft) == (step, draft)
