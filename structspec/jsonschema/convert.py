@@ -129,7 +129,7 @@ class Converter:
                 validator = self._node_validators[node] = self._validator.evolve(schema=self._same_dialect(loc.node))
             try:
                 self._valid[key] = validator.is_valid(value)
-            except (RecursionError, referencing.exceptions.Unresolvable, TypeError, re.error) as exc:
+            except (RecursionError, OverflowError, referencing.exceptions.Unresolvable, TypeError, re.error) as exc:
                 raise SchemaError(f"cannot check values against this schema: {exc}", loc.pointer, "") from None
         return self._valid[key]
 

@@ -310,6 +310,17 @@ def test_unusable_patterns_are_schema_errors(schema: dict[str, Any], pointer: st
         schema_to_gbnf(schema, strict=False)
 
 
+def test_values_checked_against_a_pattern_python_cannot_compile() -> None:
+    """An enum's values are checked with ``jsonschema`` against the sibling ``pattern``, whose
+    repetition count Python's ``re`` cannot hold (an OverflowError traceback before)."""
+    count = "1" * 40
+    schema = {"type": "array", "items": {"allOf": [{"pattern": f"a{{0{count},00}}b"}, {"enum": ["ab", 1]}]}}
+    for strict in (True, False):
+        with pytest.raises(SchemaError, match="cannot check values") as caught:
+            schema_to_gbnf(schema, strict=strict)
+        assert caught.value.pointer.startswith("/items")
+
+
 @pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
 def test_non_finite_numbers_are_not_json(number: float) -> None:
     schema = {"type": "array", "items": {"not": {"type": "integer", "minimum": number}}}
