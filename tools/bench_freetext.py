@@ -28,7 +28,7 @@ from typing import Any
 
 from _assets import require_assets
 from _assets import tokenizer_dir as find_tokenizer_dir
-from bench_masks import EngineResult, SchemaResult, _time, run_engine, summarize
+from bench_masks import EngineResult, _time, run_engine, summarize
 from peers import PEER_NAMES, available_peers, pin_single_thread
 
 WORDS = (  # noqa: SIM905 (a word list reads best as text)
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
             started = time.perf_counter()
             with context.Pool(1) as pool:
                 raw = pool.apply(run_engine, (engine, files, tokenizer, options))
-            result = EngineResult(**{**raw, "schemas": [SchemaResult(**s) for s in raw["schemas"]]})
+            result = EngineResult.from_dict(raw)
             summaries[engine] = summarize(result)
             print(f"  {engine}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     print(report(summaries))

@@ -209,6 +209,12 @@ class EngineResult:
     setup_s: float = 0.0
     note: str = ""
 
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> EngineResult:
+        """The result again from what :func:`run_engine` returns (``asdict``'s nested dicts)."""
+        schemas = [SchemaResult(**schema) for schema in raw["schemas"]]
+        return cls(**{**raw, "schemas": schemas, "masks": MaskTimes(**raw["masks"])})
+
 
 def run_engine(engine: str, files: list[str], tokenizer: str, args: dict[str, Any]) -> dict[str, Any]:
     """Compile and replay every schema of `files` with `engine` (called in a fresh process);
@@ -457,8 +463,7 @@ def main(argv: list[str] | None = None) -> None:
         started = time.perf_counter()
         with context.Pool(1) as pool:
             raw = pool.apply(run_engine, (engine, files, tokenizer, options))
-        result = EngineResult(**{**raw, "schemas": [SchemaResult(**s) for s in raw["schemas"]],
-                                   "masks": MaskTimes(**raw["masks"])})
+        result = EngineResult.from_dict(raw)
         if engine in SLOW_ENGINES:
             result.note = f"first {len(files)} schemas only"
         results[engine] = result
