@@ -47,6 +47,18 @@ def test_mask_times_keep_the_collector_apart() -> None:
     assert summary["mask_max_engine"] == pytest.approx(max(times.seconds[0], times.seconds[1] - collected))
 
 
+def test_engine_results_come_back_whole_from_their_process() -> None:
+    """What ``run_engine`` returns from its process (``asdict``) is read back by the mask and
+    free-text benchmarks alike."""
+    from dataclasses import asdict
+
+    import bench_masks
+
+    result = bench_masks.EngineResult("e", [bench_masks.SchemaResult("s", True, 0.5, 0.1, {"pass": 2})],
+                                      bench_masks.MaskTimes([1e-5, 2e-5], [0.0, 1e-6]), 1024.0, 0.25, "n")
+    assert bench_masks.EngineResult.from_dict(asdict(result)) == result
+
+
 class _ByteTokenizer:
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(text.encode())
