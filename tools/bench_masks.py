@@ -177,7 +177,9 @@ class MaskTimes:
 
 
 class _CollectorClock:
-    """Total wall time the cyclic garbage collector has run in this process (``gc.callbacks``)."""
+    """Total wall time the cyclic garbage collector has run in this process (``gc.callbacks``).
+    Not ``structspec.server.collector.CollectionPauses``: a peer's process imports nothing of
+    structspec, so that its objects and memory are the peer's alone."""
 
     def __init__(self) -> None:
         self.seconds = 0.0

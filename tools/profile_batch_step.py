@@ -1,7 +1,7 @@
 """Where a batched round's time goes: wall and host CPU time of each phase of ``Batch.step``.
 
     python tools/profile_batch_step.py [--model PATH] [--device cpu] [--dtype auto] [--requests 32]
-                                       [--max-batch 32] [--max-new-tokens 64] [--threads 1]
+                                       [--max-batch 32] [--max-new-tokens 64] [--threads 1] [--layers 2]
 
 Decodes ``--requests`` extraction prompts of the ``shared`` workload of
 ``tools/bench_batching.py`` with ``Generator.generate_batch`` (forced and n-gram drafts, greedy),
@@ -16,11 +16,10 @@ row's draft), ``forward`` (the target forward: the step's layout, the model -- i
 reported apart -- and the rows' argmax, which on an accelerator waits for the device),
 ``mask wait`` (for the masks the worker thread computes during the forward), ``verify`` (every
 row's verification and commit), ``keep`` (the cache keeping each row's accepted branch), and
-``step`` (the whole round). ``cpu`` is the calling thread's
-CPU time, so where ``wall`` exceeds it the thread waited -- on the device, the mask worker, or
-the machine; the last line gives the process's CPU time, the mask worker's included. On an
-accelerator the model's and output layer's figures are the time to launch their work, not to
-run it.
+``step`` (the whole round). ``cpu`` is the calling thread's CPU time, so where ``wall`` exceeds
+it the thread waited -- on the device, the mask worker, or the machine; the last line gives the
+process's CPU time, the mask worker's included. On an accelerator the model's and output
+layer's figures are the time to launch their work, not to run it.
 """
 
 from __future__ import annotations
