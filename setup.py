@@ -1,5 +1,5 @@
 """Build the native cores (structspec/masks/_sweep.pyx, structspec/ir/_suffix.pyx,
-structspec/ir/_byte_automata.pyx, structspec/tokens/_trie.pyx); everything else is in
+structspec/ir/_byte_automata.pyx, structspec/tokens/_trie.pyx, structspec/generation/_ngram.pyx); everything else is in
 pyproject.toml."""
 
 from Cython.Build import cythonize
@@ -10,7 +10,8 @@ setup(
         [Extension("structspec.masks._sweep", ["structspec/masks/_sweep.pyx"], extra_compile_args=["-O3"]),
          Extension("structspec.ir._suffix", ["structspec/ir/_suffix.pyx"], extra_compile_args=["-O3"]),
          Extension("structspec.ir._byte_automata", ["structspec/ir/_byte_automata.pyx"], extra_compile_args=["-O3"]),
-         Extension("structspec.tokens._trie", ["structspec/tokens/_trie.pyx"], extra_compile_args=["-O3"])],
+         Extension("structspec.tokens._trie", ["structspec/tokens/_trie.pyx"], extra_compile_args=["-O3"]),
+         Extension("structspec.generation._ngram", ["structspec/generation/_ngram.pyx"], extra_compile_args=["-O3"])],
         compiler_directives={"language_level": 3},
     )
 )

@@ -12,7 +12,10 @@ error other than E108/E110 from the core is a failure; ``--shortcuts`` forces th
 probes and counted chains on every node, ``--split`` the loop split (docs/masks.md) at every
 state with a uniform step, reading 1-4 units. Each round also hands the trie builders
 (``structspec/tokens/_trie.pyx``) random byte matrices, lengths, rows and offsets: a
-ValueError or arrays, never a crash. Failing grammars are printed with the seed to replay.
+ValueError or arrays, never a crash; and the n-gram source's byte functions
+(``structspec/generation/_ngram.pyx``) random texts, offsets (out of range too), lengths
+(negative too) and token sequences: results that hold what they promise, never a crash.
+Failing grammars are printed with the seed to replay.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary
+from structspec.generation import _ngram
 from structspec.masks import runner
 from structspec.tokens import _trie
 from structspec.tokens import trie as token_tries
@@ -117,6 +121,36 @@ def fuzz_builders(rng: random.Random) -> None:
             call()
 
 
+def fuzz_ngram(rng: random.Random) -> None:
+    """The n-gram byte functions on random input, including offsets and lengths out of range:
+    each result checked against what it promises (an AssertionError names the call)."""
+    data = bytes(rng.choice(b'ab ":,{.\n') for _ in range(rng.randint(0, 40)))
+    size = len(data)
+    low, high = rng.randint(-3, 8), rng.randint(-3, 50)
+    found = _ngram.longest_repeated_suffix(data, low, high)
+    repeated = found and data[size - found :] in data[: size - 1]
+    assert found == 0 or (low <= found <= high and repeated), ("longest", data, low, high)
+    written, least, most = rng.randint(-3, 12), rng.randint(-2, 5), rng.randint(-2, 40)
+    starts = _ngram.lookup(data, written, least, most)
+    assert len(starts) <= _ngram.MAX_SCANNED and starts == sorted(starts, reverse=True), ("lookup", data, written)
+    # each start follows an earlier occurrence of one suffix: its last byte, at least
+    assert all(0 < at < size and data[at - 1] == data[-1] for at in starts), ("lookup", data, written, least, most)
+    assert len(set(starts)) == len(starts), ("lookup", data, starts)
+    offsets = [rng.randint(-2, size + 3) for _ in range(rng.randint(0, 6))]
+    width = rng.randint(0, 12)
+    agreed = _ngram.agreed_continuation(data, [at for at in offsets if at >= 0], width)
+    windows = [data[at : at + width] for at in offsets if at >= 0]
+    assert all(window.startswith(agreed) for window in windows), ("agreed", data, offsets, width)
+    end = _ngram.first_word_end(data, [at for at in offsets if at >= 0])
+    assert end == b"" or (len(end) <= 2 and _ngram.ends_word(end)), ("word end", data, offsets)
+    assert 0 <= _ngram.value_length(data, rng.randint(-3, 50)) <= size, ("value length", data)
+    pieces = [bytes(rng.choice(b"ab\n") for _ in range(rng.randint(0, 3))) or None for _ in range(4)]
+    text = _ngram.ContextText()
+    for _ in range(4):
+        context = [rng.randrange(4) for _ in range(rng.randint(0, 10))]
+        assert text.sync(context, pieces) == b"".join(pieces[t] or b"" for t in context), ("text", context, pieces)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=600.0)
@@ -134,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     while time.monotonic() < deadline:
         rng = random.Random(seed)
         fuzz_builders(rng)
+        try:
+            fuzz_ngram(rng)
+        except AssertionError as exc:
+            print(f"seed {seed}: n-gram {exc}")
+            return 1
         if args.split:
             runner.SPLIT_STEPS = rng.randint(1, 4)
         gbnf = random_grammar(rng)

@@ -58,6 +58,10 @@ class ForwardCost:
         self.weight = weight
         self._calls = 0
         self._means: tuple[float, float, float, float] | None = None  # of k, t, k*k, k*t; k = fed - 1
+        self.per_token = 0.0
+        """Seconds each fed token beyond the first adds (0 until two sizes were seen)."""
+        self.base: float | None = None
+        """Seconds of a forward over one token (None until measured)."""
 
     def add(self, fed: float, seconds: float) -> None:
         """Record one forward over ``fed`` tokens that took ``seconds`` (a batch's rows: the
@@ -74,22 +78,8 @@ class ForwardCost:
             rest = 1 - w
             mk, mt, mkk, mkt = self._means
             self._means = (rest * mk + w * k, rest * mt + w * seconds, rest * mkk + w * kk, rest * mkt + w * kt)
-
-    @property
-    def per_token(self) -> float:
-        """Seconds each fed token beyond the first adds (0 until two sizes were seen)."""
-        if self._means is None:
-            return 0.0
+        # the fit, once per call here rather than at each of the many reads a round makes
         mean_k, mean_t, mean_kk, mean_kt = self._means
         spread = mean_kk - mean_k * mean_k
-        if spread <= 1e-9 * max(1.0, mean_kk):
-            return 0.0
-        return max(0.0, (mean_kt - mean_k * mean_t) / spread)
-
-    @property
-    def base(self) -> float | None:
-        """Seconds of a forward over one token (None until measured)."""
-        if self._means is None:
-            return None
-        mean_k, mean_t = self._means[0], self._means[1]
-        return max(mean_t - self.per_token * mean_k, 1e-3 * mean_t, 1e-9)
+        self.per_token = 0.0 if spread <= 1e-9 * max(1.0, mean_kk) else max(0.0, (mean_kt - mean_k * mean_t) / spread)
+        self.base = max(mean_t - self.per_token * mean_k, 1e-3 * mean_t, 1e-9)

@@ -105,7 +105,7 @@ class DraftChain:
         the sources along the main line) whose branches are at most ``limit`` tokens deep."""
         result = Draft(end=matcher)
         quota = {d.name: self.config.max_per_source for d in self.drafters if d.name != "forced"}
-        ranked = [(d, self.acceptance[d.name].probability) for d in sorted(self.drafters, key=self._rank)]
+        ranked = sorted(((d, self.acceptance[d.name].probability) for d in self.drafters), key=_rank)
         free_price = self._forward_price()  # a free source's price, the same for all of them
         main: list[int] = []  # the main line's tokens
         sequence = context  # the context and the main line (drafters only read it)
@@ -118,8 +118,10 @@ class DraftChain:
                 name = drafter.name
                 if name in idle:  # asked again on the same text and state, it would propose nothing again
                     continue
-                price = free_price if drafter.free else self._price(drafter)  # a model's changes as it drafts
-                upfront = self._upfront(drafter, sequence)
+                if drafter.free:
+                    price, upfront = free_price, 0.0
+                else:  # a model's price changes as it drafts
+                    price, upfront = self._price(drafter), self._upfront(drafter, sequence)
                 room = limit - len(main)
                 if name in quota:
                     room = round_.worth(acceptance, price, min(room, quota[name]), upfront)
@@ -127,24 +129,25 @@ class DraftChain:
                     continue
                 proposal = drafter.propose(sequence, matcher, room, stats)
                 added = proposal.tokens
+                start, reach = len(main), round_.survival
                 if added:
                     idle.clear()
-                elif drafter.free and not proposal.branches:
-                    idle.add(name)
-                if name in quota:
-                    quota[name] -= len(added)
-                start, reach = len(main), round_.survival
-                round_.add(len(added), acceptance, price, upfront)
-                result.extend(added, proposal.qs, name)
-                if added:
+                    if name in quota:
+                        quota[name] -= len(added)
+                    round_.add(len(added), acceptance, price, upfront)
+                    result.extend(added, proposal.qs, name)
                     main += added
                     sequence = context + main
+                    progress = True
+                elif not proposal.branches:
+                    if drafter.free:
+                        idle.add(name)
+                    continue
                 for branch in proposal.branches:  # reached when the proposal's tokens before it pass
                     fork, tokens = start + branch.fork, branch.tokens
                     chance = reach * acceptance**branch.fork * self.branch_taken[branch.kind].probability
                     if self._fits(result, fork, tokens, limit) and round_.branch(chance, len(tokens), price):
                         result.extend(tokens, [None] * len(tokens), name, fork=fork, kind=branch.kind)
-                progress = progress or bool(added)
         sources = stats.sources
         for name in dict.fromkeys(result.sources):  # in order of first appearance, as stats list them
             sources.setdefault(name, SourceStats()).drafted += result.sources.count(name)
@@ -159,10 +162,6 @@ class DraftChain:
             return False
         parent = result.line[fork - 1] if fork else -1
         return (parent, tokens[0]) not in zip(result.parents, result.tokens, strict=True)
-
-    def _rank(self, drafter) -> tuple[bool, float]:
-        bonus = 0.2 if drafter.name == "forced" else 0.0  # taken whole: first unless clearly less accepted
-        return not drafter.free, -(self.acceptance[drafter.name].probability + bonus)
 
     def _price(self, drafter) -> float:
         """A drafted token's cost in verifying forwards: what it adds to the target's forward,
@@ -252,6 +251,13 @@ class _RoundValue:
                 break
             survival, expected, cost, count = gain, expected + gain, cost + price, count + 1
         return count if expected * self.cost > self.expected * cost else 0
+
+
+def _rank(ranked: tuple) -> tuple[bool, float]:
+    """The order sources are asked in: free ones first, then by estimated acceptance."""
+    drafter, acceptance = ranked
+    bonus = 0.2 if drafter.name == "forced" else 0.0  # taken whole: first unless clearly less accepted
+    return not drafter.free, -(acceptance + bonus)
 
 
 def _first_child(draft: Draft, path: list[int]) -> list[int]:

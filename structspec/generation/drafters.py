@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from itertools import accumulate, islice
 
 import torch
 
+from structspec.generation._ngram import (
+    ContextText,
+    agreed_continuation,
+    ends_word,
+    first_word_end,
+    lookup,
+    value_length,
+)
 from structspec.generation.adaptive import DraftModelCost
-from structspec.generation.cache import CachedModel, common_prefix
+from structspec.generation.cache import CachedModel
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
 from structspec.grammar.parse_state import ParseState
@@ -88,17 +95,15 @@ class NgramDrafter:
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
         self.span_bytes = span_bytes
-        self._ids: list[int] = []  # the context of the last call, kept across rounds
-        self._ends: list[int] = []  # where each of its tokens' bytes end in its text
-        self._data = b""  # its text
+        self._text = ContextText()  # the context's bytes, kept across rounds
         self._encoded = span_tokens() if spans is None else spans
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Proposal:
         vocabulary = matcher.compiled.vocabulary
         with stats.timing("draft"):
-            data = self._bytes(context, vocabulary.token_bytes)
+            data = self._text.sync(context, vocabulary.token_bytes)
             written = value_length(data, self.max_bytes)
-            starts = self.lookup(data, written)
+            starts = lookup(data, written, self.min_bytes, self.max_bytes)
             if not starts:  # the text holds no earlier occurrence: nothing to copy, no branch
                 return Proposal()
             span = agreed_continuation(data, starts, self.span_bytes)
@@ -175,53 +180,7 @@ class NgramDrafter:
         self._encoded.put(span, (tokens, True))
         return tokens
 
-    def _bytes(self, context: list[int], token_bytes) -> bytes:
-        """The context's text, reusing the part shared with the previous call."""
-        ids, ends = self._ids, self._ends
-        keep = common_prefix(ids, context, len(context))
-        if keep < len(ids):  # tokens dropped (a rejected draft): their bytes go too
-            del ids[keep:], ends[keep:]
-            self._data = self._data[: ends[-1] if ends else 0]
-        if keep < len(context):
-            added = context[keep:]
-            pieces = [token_bytes[token_id] or b"" for token_id in added]
-            ids += added
-            ends += islice(accumulate(map(len, pieces), initial=len(self._data)), 1, None)
-            self._data += b"".join(pieces)
-        return self._data
 
-    def lookup(self, data: bytes, written: int | None = None) -> list[int]:
-        """Offsets just after the earlier occurrences of the longest matching suffix of
-        ``data`` (the latest ``MAX_SCANNED``, latest first); a suffix shorter than
-        ``min_bytes`` counts only as the whole value being written (``written`` bytes, see
-        :func:`value_length`), found where it starts a word."""
-        top = min(self.max_bytes, len(data) - 1)
-        value = value_length(data, self.max_bytes) if written is None else written
-        length = min(self.min_bytes, value) if value else self.min_bytes
-        longest = 0
-        while length < self.min_bytes:  # the value being written: a word start, one length after another
-            if length > top or not self._occurrences(data, length, 1):
-                return self._occurrences(data, longest, MAX_SCANNED) if longest else []
-            longest, length = length, length + 1
-        longest = longest_repeated_suffix(data, length, top) or longest
-        return self._occurrences(data, longest, MAX_SCANNED) if longest else []
-
-    def _occurrences(self, data: bytes, length: int, most: int) -> list[int]:
-        size = len(data)
-        suffix = data[size - length :]
-        word_start = length < self.min_bytes
-        hits: list[int] = []
-        at = data.rfind(suffix, 0, size - 1)
-        for _ in range(MAX_SCANNED):
-            if at < 0 or len(hits) == most:
-                break
-            if not word_start or at == 0 or not data[at - 1 : at].isalnum():
-                hits.append(at + length)
-            at = data.rfind(suffix, 0, at + length - 1)
-        return hits
-
-
-MAX_SCANNED = 64  # occurrences of a suffix looked at, latest first
 SPANS_KEPT = 4096  # spans a spans cache holds, least recently used dropped first (a few MB, 10 MB at most)
 BYTES_PER_TOKEN = 3  # bytes of a span tokenized per token wanted, up to the next word's end (see _tokens)
 _NOT_ENCODED: tuple[list[int], bool] = ([], False)
@@ -236,71 +195,8 @@ def span_tokens() -> SpanTokens:
     return BoundedCache(max_entries=SPANS_KEPT)
 
 
-def longest_repeated_suffix(data: bytes, shortest: int, longest: int) -> int:
-    """The greatest length in ``[shortest, longest]`` (``1 <= shortest``, ``longest < len(data)``)
-    whose suffix of ``data`` also ends earlier in ``data``; 0 when none does. A suffix found
-    earlier implies each shorter one is, so the lengths are tried growing by doubling steps, then
-    halved between the last found and the first not found: a few ``rfind`` calls rather than
-    one per byte of the match."""
-    end = len(data) - 1
-    found, missing, step = shortest - 1, longest + 1, 1  # a length found (or none yet), one not found
-    while found + step < missing:  # gallop: shortest, then 1, 2, 4 ... bytes longer
-        probe = found + step
-        if data.rfind(data[-probe:], 0, end) < 0:
-            missing = probe
-            break
-        found, step = probe, step * 2 if probe > shortest else 1
-    while missing - found > 1:  # bisect
-        middle = (found + missing) // 2
-        if data.rfind(data[-middle:], 0, end) >= 0:
-            found = middle
-        else:
-            missing = middle
-    return found if found >= shortest else 0
-
-
-VALUE_DELIMITERS = tuple(bytes([byte]) for byte in b'":,[{')
-
-
-def value_length(data: bytes, limit: int) -> int:
-    """How many trailing bytes of ``data`` follow its last JSON delimiter (the value being
-    written); all of the last ``limit`` bytes when none of them is one."""
-    tail = data[-limit:]
-    return len(tail) - 1 - max(map(tail.rfind, VALUE_DELIMITERS))
-
-
-def agreed_continuation(data: bytes, starts: list[int], span_bytes: int) -> bytes:
-    """The longest prefix shared by the ``span_bytes`` after each offset of ``starts``."""
-    spans = [data[start : start + span_bytes] for start in starts]
-    if not spans:
-        return b""
-    low, high = min(spans), max(spans)  # what the sorted extremes share, every span shares
-    return low[: shared_length(low, high)]
-
-
-def shared_length(low: bytes, high: bytes) -> int:
-    """How many leading bytes ``low`` and ``high`` share: the first differing byte is where
-    their bits, read as big-endian numbers of the same width, first differ."""
-    width = min(len(low), len(high))
-    differ = int.from_bytes(low[:width], "big") ^ int.from_bytes(high[:width], "big")
-    return width - (differ.bit_length() + 7) // 8
-
-
 MAX_BRANCHES = 3  # value ends proposed per n-gram draft
 MAX_ALTERNATIVES = 3  # continuations drafted side by side where the text's occurrences disagree
-
-
-def ends_word(following: bytes) -> bool:
-    """Whether a word ends before ``following``: it starts with whitespace, or with
-    punctuation followed by whitespace or nothing more."""
-    first, second = following[:1], following[1:2]
-    return first.isspace() or (first in (b".", b",", b";", b":", b"!", b"?", b")") and (not second or second.isspace()))
-
-
-def first_word_end(data: bytes, starts: list[int]) -> bytes:
-    """The two bytes at the first offset of ``starts`` where a word ends (:func:`ends_word`);
-    empty when a word ends at none. Each distinct pair is judged once."""
-    return next((two for two in dict.fromkeys(data[at : at + 2] for at in starts) if ends_word(two)), b"")
 
 
 def line_end(span: bytes) -> int:

@@ -4,35 +4,31 @@ from __future__ import annotations
 
 import functools
 import os
-from itertools import accumulate
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from structspec.generation._ngram import (
+    MAX_SCANNED,
+    ContextText,
+    agreed_continuation,
+    ends_word,
+    first_word_end,
+    longest_repeated_suffix,
+    lookup,
+    value_length,
+)
 
 from structspec import Grammar, Vocabulary
 from structspec import compile as compile_grammar
 from structspec.generation.cache import common_prefix
-from structspec.generation.drafters import (
-    MAX_SCANNED,
-    ForcedDrafter,
-    NgramDrafter,
-    agreed_continuation,
-    ends_word,
-    first_word_end,
-    line_end,
-    longest_repeated_suffix,
-    span_tokens,
-    value_length,
-    word_cut,
-)
+from structspec.generation.drafters import ForcedDrafter, NgramDrafter, line_end, span_tokens, word_cut
 from structspec.generation.stats import Stats
 
 SOURCE = b"Name: Lily Stone\nPhone: +44 20 7946 0958\nCity: Leeds\n"
 
 
-def proposal(text: bytes, lookup: NgramDrafter | None = None) -> bytes:
-    drafter = lookup or NgramDrafter(max_bytes=32, min_bytes=3)
-    return agreed_continuation(text, drafter.lookup(text), 64)
+def proposal(text: bytes) -> bytes:
+    return agreed_continuation(text, lookup(text, value_length(text, 32), 3, 32), 64)
 
 
 def test_the_value_being_written_is_found_where_it_starts_a_word() -> None:
@@ -68,7 +64,15 @@ def test_agreed_continuation_is_the_common_prefix(spans: list[bytes]) -> None:
     assert agreed_continuation(data, starts, 5) == os.path.commonprefix(windows)  # noqa: RUF071 (bytes, not paths)
 
 
-@given(st.binary(max_size=40), st.integers(1, 40))
+@given(st.binary(max_size=30), st.lists(st.integers(0, 35), max_size=8), st.integers(0, 12))
+def test_agreed_continuation_is_the_common_prefix_of_any_windows(data: bytes, starts: list[int], width: int) -> None:
+    """Windows anywhere in the text, cut short by its end or lying past it (then empty)."""
+    windows = [data[s : s + width] for s in starts]
+    expected = os.path.commonprefix(windows) if windows else b""  # noqa: RUF071 (bytes, not paths)
+    assert agreed_continuation(data, starts, width) == expected
+
+
+@given(st.binary(max_size=40), st.integers(1, 50))
 def test_value_length_counts_back_to_the_last_delimiter(data: bytes, limit: int) -> None:
     n = value_length(data, limit)
     tail = data[-limit:]
@@ -88,23 +92,22 @@ def test_longest_repeated_suffix_is_the_brute_force_one(data: bytes, shortest: i
     assert longest_repeated_suffix(data, shortest, longest) == max(brute, default=0)
 
 
-def _lookup_byte_by_byte(drafter: NgramDrafter, data: bytes, written: int | None) -> list[int]:
-    """The lookup grown one byte at a time, each length searched in full: the oracle."""
+def _lookup_byte_by_byte(data: bytes, written: int, min_bytes: int, max_bytes: int) -> list[int]:
+    """The lookup grown one byte at a time, each length searched in full with ``rfind``: the oracle."""
 
     def occurrences(length: int, most: int) -> list[int]:
         hits, at = [], data.rfind(data[len(data) - length :], 0, len(data) - 1)
         for _ in range(MAX_SCANNED):
             if at < 0 or len(hits) == most:
                 break
-            if length >= drafter.min_bytes or at == 0 or not data[at - 1 : at].isalnum():
+            if length >= min_bytes or at == 0 or not data[at - 1 : at].isalnum():
                 hits.append(at + length)
             at = data.rfind(data[len(data) - length :], 0, at + length - 1)
         return hits
 
-    value = value_length(data, drafter.max_bytes) if written is None else written
-    length = min(drafter.min_bytes, value) if value else drafter.min_bytes
+    length = min(min_bytes, written) if written else min_bytes
     longest = 0
-    while length <= min(drafter.max_bytes, len(data) - 1) and occurrences(length, 1):
+    while length <= min(max_bytes, len(data) - 1) and occurrences(length, 1):
         longest, length = length, length + 1
     return occurrences(longest, MAX_SCANNED) if longest else []
 
@@ -112,8 +115,9 @@ def _lookup_byte_by_byte(drafter: NgramDrafter, data: bytes, written: int | None
 @settings(max_examples=400)
 @given(TEXT, st.integers(1, 4), st.integers(0, 10), st.none() | st.integers(0, 8))
 def test_lookup_is_the_suffix_grown_byte_by_byte(data: bytes, min_bytes: int, extra: int, written: int | None) -> None:
-    drafter = NgramDrafter(max_bytes=min_bytes + extra, min_bytes=min_bytes)
-    assert drafter.lookup(data, written) == _lookup_byte_by_byte(drafter, data, written)
+    max_bytes = min_bytes + extra
+    written = value_length(data, max_bytes) if written is None else written
+    assert lookup(data, written, min_bytes, max_bytes) == _lookup_byte_by_byte(data, written, min_bytes, max_bytes)
 
 
 @given(st.lists(st.integers(0, 2), max_size=80), st.lists(st.integers(0, 2), max_size=80), st.integers(0, 90))
@@ -141,11 +145,10 @@ def test_first_word_end_is_that_of_the_first_start_a_word_ends_at(data: bytes, d
 def test_the_text_kept_across_calls_is_that_of_the_context(contexts: list[list[int]]) -> None:
     """The drafter extends the text of its last context where the new one shares its tokens."""
     token_bytes = [b"ab", None, b"", b"c\n"]
-    drafter = NgramDrafter(max_bytes=8, min_bytes=2)
+    text = ContextText()
     for context in contexts:
-        for shared in (context, context[: len(context) // 2], context):
-            assert drafter._bytes(shared, token_bytes) == b"".join(token_bytes[t] or b"" for t in shared)
-            assert drafter._ends == list(accumulate(len(token_bytes[t] or b"") for t in shared))
+        for shared in (context, context[: len(context) // 2], context, [*context[:1], 3, 0]):
+            assert text.sync(shared, token_bytes) == b"".join(token_bytes[t] or b"" for t in shared)
 
 
 def test_proposals_are_cut_where_the_grammar_forbids() -> None:

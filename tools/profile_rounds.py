@@ -1,0 +1,157 @@
+"""Where a sequence's round spends host time, with the target's forward replayed.
+
+    python tools/profile_rounds.py [--sources forced,ngram] [--repeats 100] [--evict-mb 0]
+                                   [--max-new-tokens 128] [--threads 1]
+
+Decodes the workload of ``tools/bench_speculative.py`` on the bundled demo pair once for real,
+recording the target's rows of logits each round; then ``--repeats`` times more with the
+target's forward replaced by those rows. Every replay makes the same rounds (checked: the same
+drafts, the same texts), so the host's share of a round -- drafting, verification, the cache
+keeping the accepted branch, the mask worker's hand-over, the text -- is timed to the
+microsecond, without the model's time and its noise. The chain prices draft tokens by the
+forward's cost as measured; here it is told a fixed one (the demo target's: 3.2 ms plus 0.15 ms
+a fed token) while recording and replaying alike, so the drafts do not depend on the run.
+
+``--evict-mb N`` sweeps ``N`` MB of memory in place of each forward, as the real forward's
+weights and activations do (17 MB of weights for the demo target): the round's host work then
+runs with the caches the forward leaves. ``tools/bench_speculative.py`` measures the share
+outside the models in that state (docs/speculative.md, *eighth pass*).
+
+Prints the host's µs per round (median and spread over the repeats) and each phase's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_speculative import WORKLOAD, load, prompt_of
+from profile_batch_step import Phases
+
+from structspec.generation import Generator, SpecConfig
+from structspec.generation.adaptive import ForwardCost
+from structspec.generation.cache import CachedModel
+from structspec.generation.logit_rows import LogitRows
+from structspec.generation.loop import Decoding
+from structspec.generation.prefetch import MaskPrefetch
+from structspec.generation.sequence import Sequence
+
+FORWARD_SECONDS = (3.2e-3, 1.5e-4)  # the demo target's forward: one token, and each further token fed
+
+
+class Replay:
+    """The target's forwards, recorded once and then handed back in the same order."""
+
+    def __init__(self, evict_mb: int, heads: int, head_dim: int) -> None:
+        import torch
+
+        self.shape = (1, heads, head_dim)  # of the cache entries the replay stands in
+        self.tape: list[tuple[tuple[int, tuple[int, ...]], object]] = []
+        self.at: int | None = None  # None while recording
+        self.sweep = torch.ones(evict_mb << 18) if evict_mb else None  # float32: 4 bytes each
+        self.real = CachedModel.tree_logits
+
+    def tree_logits(self, model: CachedModel, sequence: list[int], nodes: list[int], parents: list[int]) -> LogitRows:
+        key = (len(sequence), tuple(nodes))
+        if self.at is None:
+            rows = self.real(model, sequence, nodes, parents)
+            self.tape.append((key, rows._block.clone()))
+            return rows
+        (recorded, block), self.at = self.tape[self.at], self.at + 1
+        if recorded != key:
+            raise RuntimeError(f"the replay drafted {key}, the recording {recorded}: the rounds differ")
+        if self.sweep is not None:
+            self.sweep.sum()
+        self._grow(model, len(sequence) + len(nodes))
+        model.tokens = [*sequence, *nodes]
+        return LogitRows(block, model.width)
+
+    def _grow(self, model: CachedModel, length: int) -> None:
+        """Stand-in cache entries for ``length`` tokens, so that keeping a branch moves and
+        crops tensors of the real shapes."""
+        import torch
+
+        batch, heads, width = self.shape
+        for layer in model.cache.layers:
+            if layer.keys is None or layer.keys.shape[-2] < length:
+                shape = (batch, heads, length, width)
+                layer.keys, layer.values, layer.is_initialized = torch.zeros(shape), torch.zeros(shape), True
+            else:
+                layer.keys, layer.values = layer.keys[..., :length, :], layer.values[..., :length, :]
+
+
+def fixed_add(self: ForwardCost, fed: float, _seconds: float) -> None:
+    """``ForwardCost.add`` told the demo target's cost instead of the one measured."""
+    ORIGINAL_ADD(self, fed, FORWARD_SECONDS[0] + FORWARD_SECONDS[1] * (fed - 1))
+
+
+ORIGINAL_ADD = ForwardCost.add
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sources", default="forced,ngram", help="draft sources, or 'plain'")
+    parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--evict-mb", type=int, default=0)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    model, tokenizer = load("structspec/models/target")
+    draft, _ = load("structspec/models/draft")
+    generator = Generator(model, tokenizer, draft_model=draft)
+    spec = None if args.sources == "plain" else SpecConfig(sources=tuple(args.sources.split(",")))
+    prompts = [(prompt_of(text, schema, tokenizer), schema) for text, schema in WORKLOAD]
+    config = model.config
+    replay = Replay(args.evict_mb, config.num_key_value_heads,
+                    getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+    ForwardCost.add = fixed_add
+    CachedModel.tree_logits = lambda model, *rest: replay.tree_logits(model, *rest)
+
+    def run() -> list:
+        return [generator.generate(prompt, schema, max_new_tokens=args.max_new_tokens, speculative=spec)
+                for prompt, schema in prompts]
+
+    run()  # warm-up: compilation, caches
+    replay.tape.clear()
+    texts = [result.text for result in run()]
+    rounds = len(replay.tape)
+    per_round = []
+    for _ in range(args.repeats):
+        replay.at = 0
+        results = run()
+        if [result.text for result in results] != texts:
+            raise RuntimeError("a replay's text differs from the recording's")
+        host = sum(r.stats.seconds["total"] - r.stats.seconds["target"] for r in results)
+        per_round.append(host / rounds * 1e6)
+    phases, timed = Phases(), max(1, args.repeats // 5)  # timing each phase costs a little: apart
+    for owner, name, phase in [(Decoding, "draft", "draft"), (Decoding, "commit", "verify"),
+                               (CachedModel, "keep", "keep"), (MaskPrefetch, "start", "mask hand-over"),
+                               (Sequence, "add", "text")]:
+        setattr(owner, name, phases.timed(phase, getattr(owner, name)))
+    for _ in range(timed):
+        replay.at = 0
+        run()
+    per_round.sort()
+    decile = max(1, len(per_round) // 10)
+    print(f"{args.sources}: {len(prompts)} generations, {rounds} rounds each replay, {args.repeats} replays, "
+          f"eviction {args.evict_mb} MB")
+    print(f"host µs per round: median {statistics.median(per_round):.1f}  p10 {per_round[decile - 1]:.1f}  "
+          f"p90 {per_round[-decile]:.1f}")
+    print(f"phases (each timed apart, over {timed} more replays):")
+    for name, (wall, cpu, _calls) in phases.seconds.items():
+        scale = 1e6 / (rounds * timed)
+        print(f"  {name:15s} {wall * scale:7.1f} µs/round wall  {cpu * scale:7.1f} cpu")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
