@@ -1,6 +1,6 @@
 """Where a sequence's round spends host time, with the target's forward replayed.
 
-    python tools/profile_rounds.py [--sources forced,ngram] [--repeats 100] [--evict-mb 0]
+    python tools/profile_rounds.py [--sources forced,ngram] [--repeats 100] [--between forward]
                                    [--max-new-tokens 128] [--threads 1]
 
 Decodes the workload of ``tools/bench_speculative.py`` on the bundled demo pair once for real,
@@ -12,10 +12,11 @@ microsecond, without the model's time and its noise. The chain prices draft toke
 forward's cost as measured; here it is told a fixed one (the demo target's: 3.2 ms plus 0.15 ms
 a fed token) while recording and replaying alike, so the drafts do not depend on the run.
 
-``--evict-mb N`` sweeps ``N`` MB of memory in place of each forward, as the real forward's
-weights and activations do (17 MB of weights for the demo target): the round's host work then
-runs with the caches the forward leaves. ``tools/bench_speculative.py`` measures the share
-outside the models in that state (docs/speculative.md, *eighth pass*).
+``--between`` says what runs in place of each replayed forward, untimed: ``nothing`` (the
+host's work then runs with warm caches), ``forward`` (the target's real forward over a fixed
+feed of six tokens after 300: the caches the round's host work starts with are those it meets
+in ``tools/bench_speculative.py``, which measures the share of time outside the models), or a
+number of MB of memory swept.
 
 Prints the host's µs per round (median and spread over the repeats) and each phase's.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,7 +37,7 @@ from profile_batch_step import Phases
 
 from structspec.generation import Generator, SpecConfig
 from structspec.generation.adaptive import ForwardCost
-from structspec.generation.cache import CachedModel
+from structspec.generation.cache import CachedModel, logits_width
 from structspec.generation.logit_rows import LogitRows
 from structspec.generation.loop import Decoding
 from structspec.generation.prefetch import MaskPrefetch
@@ -47,13 +49,11 @@ FORWARD_SECONDS = (3.2e-3, 1.5e-4)  # the demo target's forward: one token, and 
 class Replay:
     """The target's forwards, recorded once and then handed back in the same order."""
 
-    def __init__(self, evict_mb: int, heads: int, head_dim: int) -> None:
-        import torch
-
+    def __init__(self, between: Callable[[], object], heads: int, head_dim: int) -> None:
+        self.between = between  # run in place of each replayed forward
         self.shape = (1, heads, head_dim)  # of the cache entries the replay stands in
         self.tape: list[tuple[tuple[int, tuple[int, ...]], object]] = []
         self.at: int | None = None  # None while recording
-        self.sweep = torch.ones(evict_mb << 18) if evict_mb else None  # float32: 4 bytes each
         self.real = CachedModel.tree_logits
 
     def tree_logits(self, model: CachedModel, sequence: list[int], nodes: list[int], parents: list[int]) -> LogitRows:
@@ -65,11 +65,10 @@ class Replay:
         (recorded, block), self.at = self.tape[self.at], self.at + 1
         if recorded != key:
             raise RuntimeError(f"the replay drafted {key}, the recording {recorded}: the rounds differ")
-        if self.sweep is not None:
-            self.sweep.sum()
+        self.between()
         self._grow(model, len(sequence) + len(nodes))
         model.tokens = [*sequence, *nodes]
-        return LogitRows(block, model.width)
+        return LogitRows(block.clone(), model.width)  # written last, as the forward's output is
 
     def _grow(self, model: CachedModel, length: int) -> None:
         """Stand-in cache entries for ``length`` tokens, so that keeping a branch moves and
@@ -85,6 +84,27 @@ class Replay:
                 layer.keys, layer.values = layer.keys[..., :length, :], layer.values[..., :length, :]
 
 
+def _between(what: str, model) -> Callable[[], object]:
+    """What runs in place of a replayed forward (see the module docstring)."""
+    import torch
+
+    if what == "nothing":
+        return lambda: None
+    if what != "forward":
+        sweep = torch.ones(int(what) << 18)  # float32: 4 bytes each
+        return sweep.sum
+    sequence = [3 + index % 1000 for index in range(306)]
+    held = CachedModel(model, logits_width(model))
+    held.logits(sequence[:300], 1)
+
+    def forward() -> None:
+        fresh = CachedModel(model, held.width)
+        fresh.adopt(held, sequence)
+        fresh.logits(sequence, 6)
+
+    return forward
+
+
 def fixed_add(self: ForwardCost, fed: float, _seconds: float) -> None:
     """``ForwardCost.add`` told the demo target's cost instead of the one measured."""
     ORIGINAL_ADD(self, fed, FORWARD_SECONDS[0] + FORWARD_SECONDS[1] * (fed - 1))
@@ -97,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sources", default="forced,ngram", help="draft sources, or 'plain'")
     parser.add_argument("--repeats", type=int, default=100)
-    parser.add_argument("--evict-mb", type=int, default=0)
+    parser.add_argument("--between", default="forward", help="nothing, forward, or MB of memory to sweep")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
@@ -111,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = None if args.sources == "plain" else SpecConfig(sources=tuple(args.sources.split(",")))
     prompts = [(prompt_of(text, schema, tokenizer), schema) for text, schema in WORKLOAD]
     config = model.config
-    replay = Replay(args.evict_mb, config.num_key_value_heads,
+    replay = Replay(_between(args.between, model), config.num_key_value_heads,
                     getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
     ForwardCost.add = fixed_add
     CachedModel.tree_logits = lambda model, *rest: replay.tree_logits(model, *rest)
@@ -143,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     per_round.sort()
     decile = max(1, len(per_round) // 10)
     print(f"{args.sources}: {len(prompts)} generations, {rounds} rounds each replay, {args.repeats} replays, "
-          f"eviction {args.evict_mb} MB")
+          f"between rounds: {args.between}")
     print(f"host µs per round: median {statistics.median(per_round):.1f}  p10 {per_round[decile - 1]:.1f}  "
           f"p90 {per_round[-decile]:.1f}")
     print(f"phases (each timed apart, over {timed} more replays):")
