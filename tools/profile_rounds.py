@@ -66,22 +66,23 @@ class Replay:
         if recorded != key:
             raise RuntimeError(f"the replay drafted {key}, the recording {recorded}: the rounds differ")
         self.between()
-        self._grow(model, len(sequence) + len(nodes))
+        self._feed(model, sequence, nodes)
         model.tokens = [*sequence, *nodes]
         return LogitRows(block.clone(), model.width)  # written last, as the forward's output is
 
-    def _grow(self, model: CachedModel, length: int) -> None:
-        """Stand-in cache entries for ``length`` tokens, so that keeping a branch moves and
-        crops tensors of the real shapes."""
+    def _feed(self, model: CachedModel, sequence: list[int], nodes: list[int]) -> None:
+        """Stand-in cache entries, through the layers' own crop and update as a forward's
+        are: the sequence's held prefix kept, at most all but its last token, the rest fed."""
         import torch
 
         batch, heads, width = self.shape
-        for layer in model.cache.layers:
-            if layer.keys is None or layer.keys.shape[-2] < length:
-                shape = (batch, heads, length, width)
-                layer.keys, layer.values, layer.is_initialized = torch.zeros(shape), torch.zeros(shape), True
-            else:
-                layer.keys, layer.values = layer.keys[..., :length, :], layer.values[..., :length, :]
+        for index, layer in enumerate(model.cache.layers):
+            held = layer.get_seq_length()
+            kept = min(held, len(sequence) - 1)
+            if kept < held:
+                layer.crop(kept - held)
+            fed = torch.zeros(batch, heads, len(sequence) + len(nodes) - kept, width)
+            model.cache.update(fed, fed.clone(), index)
 
 
 def _between(what: str, model) -> Callable[[], object]:
