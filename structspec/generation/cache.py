@@ -171,7 +171,7 @@ def _growing_layer() -> type:
     copy of every entry each round, which grows with the context: 11 ms a forward for an
     8B model's layers at 2,000 tokens on this CPU); and cropping -- every round that rejects
     a draft token -- moves the end, where transformers' slices each layer's keys and values
-    anew (a quarter of the host's time keeping a round's accepted branch). Between a crop
+    anew (most of the host's time keeping a round's accepted branch). Between a crop
     and the next update ``keys`` and ``values`` still show the dropped entries;
     ``get_seq_length()`` is the length held (what transformers reads)."""
 
