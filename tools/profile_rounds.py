@@ -126,14 +126,19 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    model, tokenizer = load("structspec/models/target")
-    draft, _ = load("structspec/models/draft")
+    model, tokenizer = load("demo")
+    draft, _ = load("demo-draft")
     generator = Generator(model, tokenizer, draft_model=draft)
     spec = None if args.sources == "plain" else SpecConfig(sources=tuple(args.sources.split(",")))
     prompts = [(prompt_of(text, schema, tokenizer), schema) for text, schema in WORKLOAD]
     config = model.config
     replay = Replay(_between(args.between, model), config.num_key_value_heads,
                     getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+    phases, timed = Phases(), max(1, args.repeats // 5)  # timing each phase costs a little: apart
+    timed_phases = [(Decoding, "draft", "draft"), (Decoding, "commit", "verify"), (CachedModel, "keep", "keep"),
+                    (MaskPrefetch, "start", "mask hand-over"), (Sequence, "add", "text")]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in timed_phases]
+    saved += [(ForwardCost, "add", ForwardCost.add), (CachedModel, "tree_logits", CachedModel.tree_logits)]
     ForwardCost.add = fixed_add
     CachedModel.tree_logits = lambda model, *rest: replay.tree_logits(model, *rest)
 
@@ -141,26 +146,27 @@ def main(argv: list[str] | None = None) -> int:
         return [generator.generate(prompt, schema, max_new_tokens=args.max_new_tokens, speculative=spec)
                 for prompt, schema in prompts]
 
-    run()  # warm-up: compilation, caches
-    replay.tape.clear()
-    texts = [result.text for result in run()]
-    rounds = len(replay.tape)
-    per_round = []
-    for _ in range(args.repeats):
-        replay.at = 0
-        results = run()
-        if [result.text for result in results] != texts:
-            raise RuntimeError("a replay's text differs from the recording's")
-        host = sum(r.stats.seconds["total"] - r.stats.seconds["target"] for r in results)
-        per_round.append(host / rounds * 1e6)
-    phases, timed = Phases(), max(1, args.repeats // 5)  # timing each phase costs a little: apart
-    for owner, name, phase in [(Decoding, "draft", "draft"), (Decoding, "commit", "verify"),
-                               (CachedModel, "keep", "keep"), (MaskPrefetch, "start", "mask hand-over"),
-                               (Sequence, "add", "text")]:
-        setattr(owner, name, phases.timed(phase, getattr(owner, name)))
-    for _ in range(timed):
-        replay.at = 0
-        run()
+    try:
+        run()  # warm-up: compilation, caches
+        replay.tape.clear()
+        texts = [result.text for result in run()]
+        rounds = len(replay.tape)
+        per_round = []
+        for _ in range(args.repeats):
+            replay.at = 0
+            results = run()
+            if [result.text for result in results] != texts:
+                raise RuntimeError("a replay's text differs from the recording's")
+            host = sum(r.stats.seconds["total"] - r.stats.seconds["target"] for r in results)
+            per_round.append(host / rounds * 1e6)
+        for owner, name, phase in timed_phases:
+            setattr(owner, name, phases.timed(phase, getattr(owner, name)))
+        for _ in range(timed):
+            replay.at = 0
+            run()
+    finally:
+        for owner, name, function in saved:
+            setattr(owner, name, function)
     per_round.sort()
     decile = max(1, len(per_round) // 10)
     print(f"{args.sources}: {len(prompts)} generations, {rounds} rounds each replay, {args.repeats} replays, "
