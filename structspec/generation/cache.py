@@ -176,14 +176,15 @@ def _growing_layer() -> type:
     ``get_seq_length()`` is the length held (what transformers reads)."""
 
     class GrowingLayer(_dynamic_layer()):
-        def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-            super().lazy_initialization(key_states, value_states)
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
             self.length = 0
             self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None
 
         def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-            if not self.is_initialized:
-                self.lazy_initialization(key_states, value_states)
+            if self.buffers is None:  # set up here: lazy_initialization's arguments differ by release
+                self.dtype, self.device = key_states.dtype, key_states.device
+                self.is_initialized = True
             start = self.length
             end = start + key_states.shape[-2]
             if self.buffers is None or self.buffers[0].shape[-2] < end:
@@ -202,13 +203,12 @@ def _growing_layer() -> type:
             return self.keys, self.values
 
         def get_seq_length(self) -> int:
-            return self.length if self.is_initialized else 0
+            return self.length
 
         def crop(self, tokens_to_remove: int) -> None:
             if tokens_to_remove > 0:
                 raise ValueError(f"crop takes a negative count of tokens to remove, got {tokens_to_remove}")
-            if self.is_initialized:
-                self.length = max(0, self.length + tokens_to_remove)
+            self.length = max(0, self.length + tokens_to_remove)
 
     return GrowingLayer
 
