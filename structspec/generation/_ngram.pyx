@@ -37,7 +37,7 @@ cdef extern from *:
 
 cdef enum:
     _MAX_SCANNED = 64  # occurrences of a suffix looked at, latest first
-    _WINDOW = 2048  # bytes searched at a time, from the end (see _scan)
+    _WINDOW = 2048  # occurrences' starts searched at a time, from the end (see _scan)
 
 MAX_SCANNED = _MAX_SCANNED
 
@@ -92,7 +92,7 @@ cdef Py_ssize_t _longest_repeated_suffix(const unsigned char* text, Py_ssize_t s
     missing = longest + 1
     while found + step < missing:  # gallop: shortest, then 1, 2, 4 ... bytes longer
         probe = found + step
-        if not _find(text, size - 1, text + size - probe, probe) != NULL:
+        if _find(text, size - 1, text + size - probe, probe) == NULL:
             missing = probe
             break
         found = probe
