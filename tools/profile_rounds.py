@@ -16,7 +16,9 @@ a fed token) while recording and replaying alike, so the drafts do not depend on
 host's work then runs with warm caches), ``forward`` (the target's real forward over a fixed
 feed of six tokens after 300: the caches the round's host work starts with are those it meets
 in ``tools/bench_speculative.py``, which measures the share of time outside the models), or a
-number of MB of memory swept.
+number of MB of memory swept. For comparing two versions, ``--between 64`` gives the steadiest
+figure with cold caches here (medians within 7% run to run, against 15-30% after the real
+forward, whose time varies with the machine's load).
 
 Prints the host's µs per round (median and spread over the repeats) and each phase's.
 """
