@@ -233,6 +233,25 @@ def test_text_assembler_holds_back_partial_characters() -> None:
     assert pieces[0] == "a" and pieces[-1] == "😀" and all(p == "" for p in pieces[1:-1])
 
 
+PIECES = [b"a", "é".encode()[:1], "é".encode()[1:], "😀".encode()[:3], "😀".encode()[3:], b"\xff", b" ", None]
+
+
+@given(st.lists(st.integers(0, len(PIECES) - 1), max_size=24), st.data())
+def test_text_comes_out_the_same_however_the_tokens_are_grouped(ids: list[int], data) -> None:
+    """Rounds commit tokens in groups: any grouping gives the text of the bytes decoded whole
+    (split characters held back, invalid bytes replaced, end-of-sequence adding nothing)."""
+    vocabulary = structspec.Vocabulary.from_token_bytes(PIECES, eos_ids=[len(PIECES) - 1])
+    assembler, at = TextAssembler(vocabulary, None), 0
+    pieces = []
+    while at < len(ids):
+        size = data.draw(st.integers(1, len(ids) - at))
+        pieces.append(assembler.add(ids[at : at + size]))
+        at += size
+    pieces.append(assembler.finish())
+    whole = b"".join(PIECES[i] or b"" for i in ids).decode("utf-8", "replace")
+    assert "".join(pieces) == assembler.text == whole
+
+
 def test_prompts_and_chat_templates() -> None:
     from transformers import AutoTokenizer
 
