@@ -168,8 +168,9 @@ def _growing_layer() -> type:
     """A plain growing cache layer whose entries live in a buffer with room to spare (half as
     much again as it holds, grown when full). A forward writes its tokens' entries after the
     held ones, where transformers' own layer copies the whole layer into a new tensor (a
-    copy of every entry each round, which grows with the context: 11 ms a forward for an
-    8B model's layers at 2,000 tokens on this CPU); and cropping -- every round that rejects
+    copy of every entry each round, which grows with the context: an 8B-shaped layer at 2,000
+    tokens, fp32 on this CPU, took 483 µs to take 6 tokens and crop them, against 7.7 µs
+    here); and cropping -- every round that rejects
     a draft token -- moves the end, where transformers' slices each layer's keys and values
     anew (most of the host's time keeping a round's accepted branch). Between a crop
     and the next update ``keys`` and ``values`` still show the dropped entries;
@@ -233,7 +234,6 @@ def tree_attention(model: torch.nn.Module) -> bool:
     from its modeling file) takes a custom 4-D mask and explicit positions, and every cache
     layer is a plain growing one whose entries can be moved (no sliding windows)."""
     from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
 
     cache = DynamicCache(config=model.config)
     attention = getattr(_text_config(model), "_attn_implementation", None)
@@ -241,7 +241,7 @@ def tree_attention(model: torch.nn.Module) -> bool:
         (attention == "sdpa" or (attention == "eager" and _eager_attention(model) is not None))
         and _takes(type(model), "position_ids")
         and bool(cache.layers)
-        and all(type(layer) is DynamicLayer for layer in cache.layers)
+        and all(type(layer) is _dynamic_layer() for layer in cache.layers)
     )
 
 

@@ -47,7 +47,6 @@ FORCED_CACHE_ENTRIES = 4096  # (state, text) forced continuations kept per compi
 FORCED_CACHE_BYTES = 2 << 20
 STEP_CACHE_ENTRIES = 4096  # (state, token) steps kept per compiled grammar (LRU; a round needs only its own)
 STEP_CACHE_BYTES = 4 << 20
-FINISH_CACHE_ENTRIES = 4096  # states' tokens to finish kept per compiled grammar (LRU; the budget guard's per token)
 TOP_FRAMES = (1, 3)  # stack frames a state's top masks read, tried in turn (see _new_mask)
 TOP_CACHE_ENTRIES = 8192  # top masks (or None: some token reaches below) kept per compiled grammar (LRU)
 TOP_CACHE_BYTES = 8 << 20
@@ -88,7 +87,6 @@ class CompiledGrammar:
             max_entries=STEP_CACHE_ENTRIES, max_bytes=STEP_CACHE_BYTES, weigh=_state_bytes)
         self._jumps: BoundedCache[tuple[ParseState, bytes], list[int] | None] = BoundedCache(
             max_entries=FORCED_CACHE_ENTRIES, max_bytes=FORCED_CACHE_BYTES, weigh=_tokens_bytes)
-        self._finish: BoundedCache[ParseState, float] = BoundedCache(max_entries=FINISH_CACHE_ENTRIES)
         # the top frames of a one-stack state (see _top_key) -> its mask, when no token reaches below them
         # (else None)
         self._tops: BoundedCache[tuple[tuple[int, ...], bool, bool], np.ndarray | None] = BoundedCache(
@@ -116,7 +114,6 @@ class CompiledGrammar:
             + self._states.nbytes
             + self._steps.nbytes
             + self._jumps.nbytes
-            + self._finish.nbytes
             + self._tops.nbytes
             + self._runner.nbytes
         )
@@ -189,12 +186,8 @@ class CompiledGrammar:
 
     def tokens_to_finish(self, state: ParseState) -> float:
         """An upper bound on the tokens ``state`` needs to become complete: its shortest
-        completion spelled one byte per token (``inf`` when this vocabulary cannot spell one).
-        Cached: the budget guard asks after every token a draft verifies."""
-        cost = self._finish.get(state)
-        if cost is MISSING:
-            cost = self._finish.put(state, completion_cost(state, self._costs()))
-        return cost
+        completion spelled one byte per token (``inf`` when this vocabulary cannot spell one)."""
+        return completion_cost(state, self._costs())
 
     def finishing_tokens(self, state: ParseState) -> list[int]:
         """Tokens that start one shortest completion of ``state``: after any of them
