@@ -1,7 +1,7 @@
 """Where a sequence's round spends host time, with the target's forward replayed.
 
     python tools/profile_rounds.py [--sources forced,ngram] [--repeats 100] [--between forward]
-                                   [--max-new-tokens 128] [--threads 1]
+                                   [--max-new-tokens 128] [--threads 1] [--served draft,verify]
 
 Decodes the workload of ``tools/bench_speculative.py`` on the bundled demo pair once for real,
 recording the target's rows of logits each round; then ``--repeats`` times more with the
@@ -20,6 +20,10 @@ number of MB of memory swept. For comparing two versions, ``--between 64`` gives
 figure with cold caches here (medians within 7% run to run, against 15-30% after the real
 forward, whose time varies with the machine's load).
 
+``--served draft,verify`` has the replays take those phases' results from the recording instead
+of computing them (the draft of each round, verification's accepted nodes and the matcher after
+them): what the round costs without them, an upper bound on what making them free would save.
+
 Prints the host's µs per round (median and spread over the repeats) and each phase's.
 """
 
@@ -37,13 +41,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_speculative import WORKLOAD, load, prompt_of
 from profile_batch_step import Phases
 
-from structspec.generation import Generator, SpecConfig
+from structspec.generation import Generator, SpecConfig, loop
 from structspec.generation.adaptive import ForwardCost
 from structspec.generation.cache import CachedModel, logits_width
+from structspec.generation.chain import Draft
 from structspec.generation.logit_rows import LogitRows
 from structspec.generation.loop import Decoding
 from structspec.generation.prefetch import MaskPrefetch
 from structspec.generation.sequence import Sequence
+from structspec.generation.stats import SourceStats
 
 FORWARD_SECONDS = (3.2e-3, 1.5e-4)  # the demo target's forward: one token, and each further token fed
 
@@ -87,6 +93,61 @@ class Replay:
             model.cache.update(fed, fed.clone(), index)
 
 
+class Served:
+    """The phases ``--served`` names, recorded with the rounds and then handed back in the same
+    order: each replay's drafts, and verification's outcome with the matcher after it."""
+
+    PHASES = ("draft", "verify")
+
+    def __init__(self, phases: list[str]) -> None:
+        unknown = set(phases) - set(self.PHASES)
+        if unknown:
+            raise SystemExit(f"--served: unknown phases {sorted(unknown)} (choose from {', '.join(self.PHASES)})")
+        self.phases = phases
+        self.drafts: list[Draft] = []
+        self.verdicts: list[tuple[tuple, object]] = []
+        self.at: int | None = None  # the replay's round; None while recording
+        self.real_draft, self.real_verify = Decoding.draft, loop.verify
+
+    def patch(self) -> list[tuple[object, str, object]]:
+        """Put the recording stand-ins in place; returns what to restore."""
+        saved = [(Decoding, "draft", self.real_draft), (loop, "verify", self.real_verify)]
+        served = self
+
+        def draft(decoding: Decoding) -> Draft:
+            if served.at is None:
+                result = served.real_draft(decoding)
+                served.drafts.append(result)
+                return result
+            result = served.drafts[served.at]
+            for name in dict.fromkeys(result.sources):  # the chain's count of drafted tokens
+                decoding.stats.sources.setdefault(name, SourceStats()).drafted += result.sources.count(name)
+            return result
+
+        def verify(logits, draft_, matcher, *rest):
+            if served.at is None:
+                outcome = served.real_verify(logits, draft_, matcher, *rest)
+                served.verdicts.append((outcome, matcher.copy()))
+                return outcome
+            outcome, after = served.verdicts[served.at]
+            matcher._node = after._node  # where verification left it
+            served.at += 1  # verification ends the round
+            return outcome
+
+        if "draft" in self.phases:
+            Decoding.draft = draft
+        if "verify" in self.phases:
+            loop.verify = verify
+        else:  # the round still ends after verification: count it there
+            def counted(*args):
+                outcome = served.real_verify(*args)
+                if served.at is not None:
+                    served.at += 1
+                return outcome
+            loop.verify = counted
+        return saved
+
+
 def _between(what: str, model) -> Callable[[], object]:
     """What runs in place of a replayed forward (see the module docstring)."""
     import torch
@@ -123,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--between", default="forward", help="nothing, forward, or MB of memory to sweep")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--served", default="", help="phases taken from the recording: draft, verify")
     args = parser.parse_args(argv)
+    served = Served([phase for phase in args.served.split(",") if phase])
 
     import torch
 
@@ -143,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     saved += [(ForwardCost, "add", ForwardCost.add), (CachedModel, "tree_logits", CachedModel.tree_logits)]
     ForwardCost.add = fixed_add
     CachedModel.tree_logits = lambda model, *rest: replay.tree_logits(model, *rest)
+    saved += served.patch()
 
     def run() -> list:
         return [generator.generate(prompt, schema, max_new_tokens=args.max_new_tokens, speculative=spec)
@@ -151,11 +215,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run()  # warm-up: compilation, caches
         replay.tape.clear()
+        served.drafts.clear()
+        served.verdicts.clear()
         texts = [result.text for result in run()]
         rounds = len(replay.tape)
         per_round = []
         for _ in range(args.repeats):
-            replay.at = 0
+            replay.at = served.at = 0
             results = run()
             if [result.text for result in results] != texts:
                 raise RuntimeError("a replay's text differs from the recording's")
@@ -164,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         for owner, name, phase in timed_phases:
             setattr(owner, name, phases.timed(phase, getattr(owner, name)))
         for _ in range(timed):
-            replay.at = 0
+            replay.at = served.at = 0
             run()
     finally:
         for owner, name, function in saved:
@@ -172,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     per_round.sort()
     decile = max(1, len(per_round) // 10)
     print(f"{args.sources}: {len(prompts)} generations, {rounds} rounds each replay, {args.repeats} replays, "
-          f"between rounds: {args.between}")
+          f"between rounds: {args.between}" + (f", served: {args.served}" if served.phases else ""))
     print(f"host µs per round: median {statistics.median(per_round):.1f}  p10 {per_round[decile - 1]:.1f}  "
           f"p90 {per_round[-decile]:.1f}")
     print(f"phases (each timed apart, over {timed} more replays):")
