@@ -63,6 +63,27 @@ def test_a_format_the_reference_cannot_check_is_not_judged() -> None:
 
 
 @pytest.mark.parametrize(
+    "dead",
+    [
+        {"if": {"$ref": "https://example.com/elsewhere"}},  # an if without then or else decides nothing
+        {"allOf": [{"type": "integer"}, {"type": "string", "pattern": "[a--b]"}]},  # types in conflict
+    ],
+)
+def test_a_schema_the_reference_cannot_evaluate_is_not_judged(dead: dict) -> None:
+    """Found by the seed-1129 run: jsonschema evaluates every subschema it meets and raises on a
+    pattern Python's re rejects or a reference that leaves the document, where the converter
+    drops them because they decide nothing; the same pattern or reference where it decides
+    something is refused by the converter."""
+    from fuzzing.targets import schema
+
+    live = {"type": "string", "maxLength": 3}  # the reference meets the dead branch on every string
+    assert schema({"anyOf": [dead, live]}, True, "compact", "any", 8) == (
+        "converted, a schema the reference cannot evaluate")
+    assert schema({"type": "string", "pattern": "[a--b]"}, True, "compact", "any", 8) == "refused S001"
+    assert schema({"$ref": "https://example.com/elsewhere"}, True, "compact", "any", 8) == "refused S001"
+
+
+@pytest.mark.parametrize(
     ("status", "body", "kind"),
     [
         (200, {"choices": []}, "ok"),
