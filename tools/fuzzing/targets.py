@@ -93,12 +93,17 @@ def schema(value: Any, strict: bool, whitespace: str, order: str, walks: int) ->
             with warnings.catch_warnings():  # re's warning on a class such as [a--b] is the reference's
                 warnings.simplefilter("ignore", FutureWarning)
                 valid = validator.is_valid(document)
-        except (re.error, Unresolvable):
+        except (re.error, Unresolvable) as exc:
             # The reference evaluates every subschema it meets, and fails on a pattern Python's re
-            # rejects or a reference that leaves the document; the converter refuses those where
-            # they decide anything, and drops them where they cannot (a branch whose types
-            # conflict, an `if` without then or else), so only the reference stops here.
-            return "converted, a schema the reference cannot evaluate"
+            # rejects or a reference it cannot resolve; the converter refuses those where they
+            # decide anything (checked here) and drops them where they cannot (a branch whose
+            # types conflict, an `if` without then or else), so only the reference stops here.
+            live = {"type": "string", "pattern": exc.pattern} if isinstance(exc, re.error) else {"$ref": exc.ref}
+            try:
+                convert_schema(live, strict=strict)
+            except SchemaError:
+                return "converted, a schema the reference cannot evaluate"
+            raise Inconsistent(f"the converter takes {live!r}, which the reference cannot evaluate") from None
         if not valid:
             raise Inconsistent(f"the grammar produced {produced!r}, which the schema rejects")
     return "converted"
