@@ -1,13 +1,18 @@
-"""The command line's sampling flags, ``--version``, and the input checks made before any
-decoding: an empty text, and a prompt that does not fit the model's context (exit 2, one clear
-line). Generation runs on the real stories260K model (a 512-token context)."""
+"""The command line's sampling flags, ``--version`` (also through ``python -m structspec``), and
+the input checks made before any decoding: an empty text, and a prompt that does not fit the
+model's context (exit 2, one clear line). Generation runs on the real stories260K model (a
+512-token context)."""
 
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from tiny_models import one_thread, stories_dir
 
 import structspec
@@ -42,6 +47,12 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert caught.value.code == 0
     assert capsys.readouterr().out.strip() == f"structspec {structspec.__version__}"
+
+
+def test_python_dash_m_runs_the_command_line() -> None:
+    done = subprocess.run([sys.executable, "-m", "structspec", "--version"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, f"structspec {structspec.__version__}")
 
 
 BAD_FLAGS = [

@@ -1,0 +1,7 @@
+"""``python -m structspec``: the ``structspec`` command line."""
+
+import sys
+
+from structspec.cli import main
+
+sys.exit(main())
