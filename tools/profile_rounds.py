@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -49,7 +49,7 @@ from structspec.generation.logit_rows import LogitRows
 from structspec.generation.loop import Decoding
 from structspec.generation.prefetch import MaskPrefetch
 from structspec.generation.sequence import Sequence
-from structspec.generation.stats import SourceStats
+from structspec.masks.matcher import Matcher
 
 FORWARD_SECONDS = (3.2e-3, 1.5e-4)  # the demo target's forward: one token, and each further token fed
 
@@ -95,7 +95,8 @@ class Replay:
 
 class Served:
     """The phases ``--served`` names, recorded with the rounds and then handed back in the same
-    order: each replay's drafts, and verification's outcome with the matcher after it."""
+    order: each replay's drafts, and verification's outcome with the matcher after it. Only the
+    phases named are replaced: the others run as they are."""
 
     PHASES = ("draft", "verify")
 
@@ -105,46 +106,50 @@ class Served:
             raise SystemExit(f"--served: unknown phases {sorted(unknown)} (choose from {', '.join(self.PHASES)})")
         self.phases = phases
         self.drafts: list[Draft] = []
-        self.verdicts: list[tuple[tuple, object]] = []
-        self.at: int | None = None  # the replay's round; None while recording
-        self.real_draft, self.real_verify = Decoding.draft, loop.verify
+        self.verdicts: list[tuple[tuple, Matcher]] = []
+        self._drafts: Iterator[Draft] | None = None  # while replaying: what the next round gets
+        self._verdicts: Iterator[tuple[tuple, Matcher]] | None = None
+
+    def record(self) -> None:
+        """Record from the next round on (what an earlier recording held is dropped)."""
+        self.drafts.clear()
+        self.verdicts.clear()
+        self._drafts = self._verdicts = None
+
+    def replay(self) -> None:
+        """Hand back the recording from its first round."""
+        self._drafts, self._verdicts = iter(self.drafts), iter(self.verdicts)
 
     def patch(self) -> list[tuple[object, str, object]]:
-        """Put the recording stand-ins in place; returns what to restore."""
-        saved = [(Decoding, "draft", self.real_draft), (loop, "verify", self.real_verify)]
+        """Put the stand-ins of the phases named in place; returns what to restore."""
+        real_draft, real_verify = Decoding.draft, loop.verify
         served = self
 
         def draft(decoding: Decoding) -> Draft:
-            if served.at is None:
-                result = served.real_draft(decoding)
+            if served._drafts is None:
+                result = real_draft(decoding)
                 served.drafts.append(result)
                 return result
-            result = served.drafts[served.at]
-            for name in dict.fromkeys(result.sources):  # the chain's count of drafted tokens
-                decoding.stats.sources.setdefault(name, SourceStats()).drafted += result.sources.count(name)
+            result = next(served._drafts)
+            result.count_into(decoding.stats)  # as the chain does for the drafts it makes
             return result
 
         def verify(logits, draft_, matcher, *rest):
-            if served.at is None:
-                outcome = served.real_verify(logits, draft_, matcher, *rest)
+            if served._verdicts is None:
+                outcome = real_verify(logits, draft_, matcher, *rest)
                 served.verdicts.append((outcome, matcher.copy()))
                 return outcome
-            outcome, after = served.verdicts[served.at]
+            outcome, after = next(served._verdicts)
             matcher._node = after._node  # where verification left it
-            served.at += 1  # verification ends the round
             return outcome
 
+        saved: list[tuple[object, str, object]] = []
         if "draft" in self.phases:
+            saved.append((Decoding, "draft", real_draft))
             Decoding.draft = draft
         if "verify" in self.phases:
+            saved.append((loop, "verify", real_verify))
             loop.verify = verify
-        else:  # the round still ends after verification: count it there
-            def counted(*args):
-                outcome = served.real_verify(*args)
-                if served.at is not None:
-                    served.at += 1
-                return outcome
-            loop.verify = counted
         return saved
 
 
@@ -215,13 +220,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run()  # warm-up: compilation, caches
         replay.tape.clear()
-        served.drafts.clear()
-        served.verdicts.clear()
+        served.record()
         texts = [result.text for result in run()]
         rounds = len(replay.tape)
         per_round = []
         for _ in range(args.repeats):
-            replay.at = served.at = 0
+            replay.at = 0
+            served.replay()
             results = run()
             if [result.text for result in results] != texts:
                 raise RuntimeError("a replay's text differs from the recording's")
@@ -230,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         for owner, name, phase in timed_phases:
             setattr(owner, name, phases.timed(phase, getattr(owner, name)))
         for _ in range(timed):
-            replay.at = served.at = 0
+            replay.at = 0
+            served.replay()
             run()
     finally:
         for owner, name, function in saved:

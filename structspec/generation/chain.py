@@ -54,6 +54,14 @@ class Draft:
         self.sources += [source] * len(tokens)
         self.qs += qs
 
+    def count_into(self, stats: Stats) -> None:
+        """Count this draft's tokens per source (in order of first appearance, as stats list
+        them) and its branches into ``stats``."""
+        sources = stats.sources
+        for name in dict.fromkeys(self.sources):
+            sources.setdefault(name, SourceStats()).drafted += self.sources.count(name)
+        stats.branches += len(self.forks)
+
     def children(self) -> dict[int, list[int]]:
         """Each node's children (-1: the root's), main-line child first."""
         parents = self.parents
@@ -148,10 +156,7 @@ class DraftChain:
                     chance = reach * acceptance**branch.fork * self.branch_taken[branch.kind].probability
                     if self._fits(result, fork, tokens, limit) and round_.branch(chance, len(tokens), price):
                         result.extend(tokens, [None] * len(tokens), name, fork=fork, kind=branch.kind)
-        sources = stats.sources
-        for name in dict.fromkeys(result.sources):  # in order of first appearance, as stats list them
-            sources.setdefault(name, SourceStats()).drafted += result.sources.count(name)
-        stats.branches += len(result.forks)
+        result.count_into(stats)
         return result
 
     def _fits(self, result: Draft, fork: int, tokens: list[int], limit: int) -> bool:
