@@ -46,21 +46,25 @@ class GrammarError(StructspecError, ValueError):
 
 
 #: :attr:`SchemaError.code` values (stable, listed in README).
-SCHEMA_UNSUPPORTED = "S001"  # invalid, or not enforceable exactly
+SCHEMA_UNSUPPORTED = "S001"  # valid, but not enforceable exactly
+SCHEMA_INVALID = "S002"  # not a JSON Schema: its metaschema rejects it, it is not JSON, a $ref points nowhere
 SCHEMA_TOO_DEEP = "S101"  # nests deeper than structspec.budget.MAX_NESTING
 SCHEMA_TOO_LARGE = "S102"  # over the conversion's size budget
 SCHEMA_TIMEOUT = "S103"  # over the conversion's time budget
 
 
 class SchemaError(StructspecError, ValueError):
-    """A JSON Schema uses something structspec cannot enforce exactly, or exceeds a limit.
+    """A JSON Schema is invalid, uses something structspec cannot enforce exactly, or exceeds a
+    limit.
 
     Attributes:
         pointer: JSON pointer (RFC 6901) of the schema location, ``""`` for the root.
         keyword: the schema keyword at fault (``""`` when the whole node is at fault).
         message: the bare message.
-        code: ``S001`` (the schema is invalid or cannot be enforced exactly), or the limit it
-            exceeded: ``S101`` nesting, ``S102`` size budget, ``S103`` time budget.
+        code: ``S001`` (the schema cannot be enforced exactly), ``S002`` (it is not a valid
+            JSON Schema: its draft's metaschema rejects it, it is not JSON, a ``$ref`` points
+            nowhere), or the limit it exceeded: ``S101`` nesting, ``S102`` size budget, ``S103``
+            time budget.
     """
 
     def __init__(self, message: str, pointer: str = "", keyword: str = "", code: str = SCHEMA_UNSUPPORTED) -> None:

@@ -304,7 +304,7 @@ def _checked(spec: StructuralTag) -> dict[str, tuple[int, ...]]:
             raise GrammarError(exc.code, f"tags[{i}].content: {exc.message}", exc.line, exc.column,
                                exc.source_line) from None
         except SchemaError as exc:
-            raise SchemaError(f"tags[{i}].content: {exc.message}", exc.pointer, exc.keyword) from None
+            raise SchemaError(f"tags[{i}].content: {exc.message}", exc.pointer, exc.keyword, exc.code) from None
         except TypeError as exc:
             raise TypeError(f"tags[{i}].content: {exc}") from None
     for i, a in enumerate(spec.tags):

@@ -19,7 +19,7 @@ import jsonschema as jsonschema_lib
 import referencing.exceptions
 
 from structspec.budget import check, deadline
-from structspec.errors import SCHEMA_TOO_DEEP, SchemaError, SchemaRelaxedWarning
+from structspec.errors import SCHEMA_INVALID, SCHEMA_TOO_DEEP, SchemaError, SchemaRelaxedWarning
 from structspec.gcpause import paused_collection
 from structspec.ir.byte_automaton import ByteAutomaton
 from structspec.ir.expr import Expr, Lit, MaybeExpr, Ref, Rule, alt
@@ -65,7 +65,7 @@ def _dialect(schema: Any) -> Any:
     none or one ``jsonschema`` does not know)."""
     if isinstance(schema, dict) and not isinstance(schema.get("$schema", ""), str):
         message = "not a valid schema: '$schema' must be a string (the URI of a dialect)"
-        raise SchemaError(message, "/$schema", "$schema")
+        raise SchemaError(message, "/$schema", "$schema", code=SCHEMA_INVALID)
     return jsonschema_lib.validators.validator_for(schema, default=jsonschema_lib.Draft202012Validator)
 
 
@@ -204,7 +204,8 @@ class Converter:
         if error is not None:
             path = [str(part) for part in error.path]
             pointer = "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in path)
-            raise SchemaError(f"not a valid schema: {error.message}", pointer, path[-1] if path else "")
+            raise SchemaError(f"not a valid schema: {error.message}", pointer, path[-1] if path else "",
+                              code=SCHEMA_INVALID)
 
     def value_rule(self, locs: list[Loc], name: str) -> MaybeExpr:
         """The grammar of a value that must satisfy every schema in ``locs`` (a named rule
@@ -307,7 +308,7 @@ class Converter:
             if "enum" in f.kw or "const" in f.kw:
                 values = f.kw["enum"] if "enum" in f.kw else [f.kw["const"]]
                 if not isinstance(values, list):
-                    raise SchemaError("'enum' must be an array", f.pointer("enum"), "enum")
+                    raise SchemaError("'enum' must be an array", f.pointer("enum"), "enum", code=SCHEMA_INVALID)
                 if candidates is None:
                     candidates = values
                 else:
@@ -472,7 +473,7 @@ def convert_schema(
     if isinstance(schema, str):
         schema = load_schema_text(schema)
     if not isinstance(schema, (dict, bool)):
-        raise SchemaError("a schema must be an object or a boolean", "", "")
+        raise SchemaError("a schema must be an object or a boolean", "", "", code=SCHEMA_INVALID)
     key = None
     if grounding is not None and strict:  # a new text for a schema seen before: only the grounded rules change
         key = (json.dumps(schema, default=repr), whitespace, property_order, grounding.every_string)
@@ -520,6 +521,6 @@ def load_schema_text(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SchemaError(f"schema is not valid JSON: {exc}", "", "") from None
+        raise SchemaError(f"schema is not valid JSON: {exc}", "", "", code=SCHEMA_INVALID) from None
     except RecursionError:
         raise SchemaError("schema JSON nests too deeply to parse", "", "", code=SCHEMA_TOO_DEEP) from None

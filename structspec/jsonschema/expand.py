@@ -15,7 +15,7 @@ from collections.abc import Hashable, Iterable
 from typing import Any, Protocol
 
 from structspec.budget import check
-from structspec.errors import SchemaError
+from structspec.errors import SCHEMA_INVALID, SchemaError
 from structspec.ir.automaton import TooComplexError, intersect
 from structspec.jsonschema.facets import (
     ATOMS,
@@ -60,7 +60,7 @@ class Expander:
         if node is False:
             return []
         if not isinstance(node, dict):
-            raise SchemaError("a schema must be an object or a boolean", loc.pointer, "")
+            raise SchemaError("a schema must be an object or a boolean", loc.pointer, "", code=SCHEMA_INVALID)
         facet, comb = split(loc, self.draft)
         has_facet = any(not k.startswith("~") for k in facet.kw)
         if "enum" in facet.kw or "const" in facet.kw:
@@ -330,7 +330,7 @@ class Expander:
         if node is False:
             return [()]
         if not isinstance(node, dict):
-            raise SchemaError("a schema must be an object or a boolean", loc.pointer, "")
+            raise SchemaError("a schema must be an object or a boolean", loc.pointer, "", code=SCHEMA_INVALID)
         facet, comb = split(loc, self.draft)
         out: list[Alternative] = [(f,) for f in self.negate_facet(facet, keyword)]
         ref = self._ref_target(loc, comb)

@@ -17,7 +17,7 @@ import math
 from typing import Any
 
 from structspec.budget import MAX_NESTING
-from structspec.errors import SCHEMA_TIMEOUT, SCHEMA_TOO_DEEP, SCHEMA_TOO_LARGE, SchemaError
+from structspec.errors import SCHEMA_INVALID, SCHEMA_TIMEOUT, SCHEMA_TOO_DEEP, SCHEMA_TOO_LARGE, SchemaError
 from structspec.jsonschema.resolve import LIST_KEYWORDS, MAP_KEYWORDS, SCHEMA_KEYWORDS, escape_pointer
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -81,9 +81,10 @@ class _Walk:
         if isinstance(value, (dict, list, tuple)) or (is_schema and isinstance(value, bool)):
             self.pending.append((value, depth, is_schema, index))
         elif not isinstance(value, _SCALARS):
-            raise SchemaError(f"not a JSON value: a {type(value).__name__}", self.pointer(index), "")
+            raise SchemaError(f"not a JSON value: a {type(value).__name__}", self.pointer(index), "",
+                              code=SCHEMA_INVALID)
         elif isinstance(value, float) and not math.isfinite(value):  # Python's json reads NaN, Infinity
-            raise SchemaError(f"not a JSON value: {value}", self.pointer(index), "")
+            raise SchemaError(f"not a JSON value: {value}", self.pointer(index), "", code=SCHEMA_INVALID)
 
     def pointer(self, index: int) -> str:
         steps: list[str] = []
@@ -98,7 +99,8 @@ def _members(value: dict | list | tuple) -> list[tuple[str | int, Any]]:
         return list(enumerate(value))
     for key in value:
         if not isinstance(key, str):
-            raise SchemaError(f"not a JSON value: an object key {key!r} that is not a string", "", "")
+            raise SchemaError(f"not a JSON value: an object key {key!r} that is not a string", "", "",
+                              code=SCHEMA_INVALID)
     return list(value.items())
 
 

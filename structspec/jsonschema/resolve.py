@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from structspec.budget import MAX_NESTING
-from structspec.errors import SCHEMA_TOO_DEEP, SchemaError
+from structspec.errors import SCHEMA_INVALID, SCHEMA_TOO_DEEP, SchemaError
 
 DEFAULT_BASE = "https://structspec.invalid/schema.json"
 
@@ -168,7 +168,7 @@ class Document:
         if not fragment.startswith("/"):
             found = self.anchors.get(f"{uri}#{fragment}")
             if found is None:
-                raise SchemaError(f"reference {ref!r}: no such anchor", where, keyword)
+                raise SchemaError(f"reference {ref!r}: no such anchor", where, keyword, code=SCHEMA_INVALID)
             return found
         loc = doc
         for raw in fragment.split("/")[1:]:
@@ -178,7 +178,7 @@ class Document:
             if isinstance(node, list) and token.isdigit() and int(token) < len(node):
                 step = int(token)
             elif not (isinstance(node, dict) and token in node):
-                raise SchemaError(f"reference {ref!r} points nowhere", where, keyword)
+                raise SchemaError(f"reference {ref!r} points nowhere", where, keyword, code=SCHEMA_INVALID)
             inner = node[step]  # a pointer's steps need not be subschemas: its level is set by resolve()
             loc = Loc(inner, f"{loc.pointer}/{escape_pointer(token)}", rebase(loc.base, inner))
         return loc

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from structspec.errors import SchemaError
+from structspec.errors import SCHEMA_INVALID, SchemaError
 from structspec.ir.automaton import (
     DFA,
     RuleSink,
@@ -106,7 +106,8 @@ def spec_from_facets(facets: list[Facet], relax: Callable[[str, str, str], None]
         spec.negated_formats += [(n, f.pointer("format")) for n in kw.get("~not-format", ())]
         if "x-grounded" in kw:
             if not isinstance(kw["x-grounded"], bool):
-                raise SchemaError("'x-grounded' must be true or false", f.pointer("x-grounded"), "x-grounded")
+                raise SchemaError("'x-grounded' must be true or false", f.pointer("x-grounded"), "x-grounded",
+                                  code=SCHEMA_INVALID)
             if kw["x-grounded"] and spec.grounded is None:
                 spec.grounded = f.pointer("x-grounded")
     return spec

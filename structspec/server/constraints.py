@@ -26,7 +26,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from structspec.errors import GrammarError, SchemaError, SchemaRelaxedWarning
+from structspec.errors import SCHEMA_UNSUPPORTED, GrammarError, SchemaError, SchemaRelaxedWarning
 from structspec.grammar import Grammar
 from structspec.grammar.tags import StructuralTag
 from structspec.lru import BoundedCache
@@ -179,7 +179,8 @@ def schema_grammar(schema: Any, param: str, strict: bool, source: str | None = N
             warnings.simplefilter("ignore", SchemaRelaxedWarning)
             return Grammar.from_json_schema(schema, strict=strict, source=source, grounded=grounded)
     except SchemaError as exc:
-        raise schema_error(exc, param, _unsupported(schema)) from None
+        others = _unsupported(schema) if exc.code == SCHEMA_UNSUPPORTED else []
+        raise schema_error(exc, param, others) from None
     except GrammarError as exc:
         raise APIError(f"{param}: the schema's grammar is too large: {exc.message}", param=param,
                        code="schema_too_large") from None

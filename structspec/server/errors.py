@@ -9,7 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from structspec.errors import GrammarError, SchemaError
+from structspec.errors import (
+    SCHEMA_INVALID,
+    SCHEMA_TIMEOUT,
+    SCHEMA_TOO_DEEP,
+    SCHEMA_TOO_LARGE,
+    GrammarError,
+    SchemaError,
+)
+
+SCHEMA_CODES = {
+    SCHEMA_INVALID: "invalid_schema",
+    SCHEMA_TOO_DEEP: "schema_too_deep",
+    SCHEMA_TOO_LARGE: "schema_too_large",
+    SCHEMA_TIMEOUT: "compile_timeout",
+}
+"""The error ``code`` a :class:`SchemaError` is answered with, by its code; any other (``S001``,
+a schema that cannot be enforced exactly) is ``unsupported_schema``."""
 
 
 class APIError(Exception):
@@ -43,11 +59,12 @@ def grammar_error(exc: GrammarError, param: str) -> APIError:
 
 
 def schema_error(exc: SchemaError, param: str, unsupported: list[str] | None = None) -> APIError:
-    """A JSON Schema problem, located by the JSON pointer inside the schema."""
+    """A JSON Schema problem, located by the JSON pointer inside the schema; ``unsupported``:
+    the other constructs a strict conversion would refuse, listed after it."""
     located = f"{param}#{exc.pointer}"
     message = f"{located}" + (f" ({exc.keyword})" if exc.keyword else "") + f": {exc.message}"
     others = [entry for entry in unsupported or () if not entry.startswith(f"#{exc.pointer} ")]
     if others:
         message += "; also cannot be enforced exactly: " + "; ".join(others)
-    return APIError(message, param=located, code="unsupported_schema")
+    return APIError(message, param=located, code=SCHEMA_CODES.get(exc.code, "unsupported_schema"))
 

@@ -88,7 +88,7 @@ def test_bad_input_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     (tmp_path / "gone.jsonl").rename(tmp_path / "docs.jsonl")
     (tmp_path / "schema.json").write_text('{"type": "object", "properties": {"a": {"type": "strin"}}}')
     assert _job(tmp_path) == 2
-    assert "schema.json#/properties/a/type (type): S001 not a valid schema: " in capsys.readouterr().err  # as extract
+    assert "schema.json#/properties/a/type (type): S002 not a valid schema: " in capsys.readouterr().err  # as extract
     assert not (tmp_path / "out.jsonl").exists() or not _lines(tmp_path / "out.jsonl")
 
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from structspec.errors import SchemaError, SchemaRelaxedWarning
+from structspec.errors import SCHEMA_INVALID, SCHEMA_UNSUPPORTED, SchemaError, SchemaRelaxedWarning
 from structspec.grammar import Grammar
 from structspec.ir.expr import Ref
 from structspec.ir.printer import format_rule
@@ -533,7 +533,26 @@ def test_malformed_schemas_are_refused_with_their_pointer(schema: dict, pointer:
         Grammar.from_json_schema(schema, strict=strict)
     assert info.value.pointer == pointer
     assert info.value.keyword == pointer.rsplit("/", 1)[-1]
-    assert "not a valid schema" in str(info.value)
+    assert "not a valid schema" in str(info.value) and info.value.code == SCHEMA_INVALID
+
+
+@pytest.mark.parametrize(
+    ("schema", "pointer", "code"),
+    [
+        ('{"type": "string"', "", SCHEMA_INVALID),  # not JSON
+        ({"type": "number", "maximum": float("nan")}, "/maximum", SCHEMA_INVALID),
+        ({"properties": {"a": 5}}, "/properties/a", SCHEMA_INVALID),
+        ({"$ref": "#/$defs/missing"}, "/$ref", SCHEMA_INVALID),
+        ({"$ref": "#nowhere"}, "/$ref", SCHEMA_INVALID),
+        ({"type": "string", "x-grounded": "yes"}, "/x-grounded", SCHEMA_INVALID),
+        ({"type": "array", "uniqueItems": True}, "/uniqueItems", SCHEMA_UNSUPPORTED),  # valid, not enforceable
+        ({"$ref": "https://example.com/elsewhere"}, "/$ref", SCHEMA_UNSUPPORTED),
+    ],
+)
+def test_invalid_schemas_are_told_apart_from_unenforceable_ones(schema: object, pointer: str, code: str) -> None:
+    with pytest.raises(SchemaError) as info:
+        Grammar.from_json_schema(schema, source="some text")
+    assert (info.value.pointer, info.value.code) == (pointer, code)
 
 
 def test_an_invalid_pattern_met_while_checking_values_is_a_schema_error() -> None:

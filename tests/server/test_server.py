@@ -230,6 +230,14 @@ def test_unsupported_schema_names_pointers(http: httpx.Client) -> None:
     assert error["code"] == "unsupported_schema"
 
 
+def test_invalid_schema_is_told_apart_from_an_unsupported_one(http: httpx.Client) -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "strin"}}}
+    response = chat(http, response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
+    error = assert_error(response, 400, "#/properties/name/type", "not a valid schema")
+    assert error["code"] == "invalid_schema" and "also cannot be enforced" not in error["message"]
+    assert error["param"] == "response_format.json_schema.schema#/properties/name/type"
+
+
 def test_bad_grammar_names_line_and_column(client: Any) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(model=MODEL_ID, messages=MESSAGES,
