@@ -130,8 +130,10 @@ def object_expr(host: ObjectHost, facets: list[Facet], name: str) -> MaybeExpr:
     needs_witness = witness_spec is not None
     tracked = _tracked_in_any_order(known, required, min_p, max_p) if host.any_order else None
     orders = [known] if tracked is not None else property_orders(known, required)
+    direct = tracked is None and not needs_witness and max_p is None and min_p <= 1  # the common shape
     try:
         bodies = [
+            _in_order(host.builder, listed, extra, min_p, sep, name) if direct else
             _members(host.builder, listed, extra, witness, needs_witness, min_p, max_p, sep, name, tracked)
             for listed in ([entries[k] for k in order] for order in orders)
         ]
@@ -377,26 +379,9 @@ def _members(
     (saturating at what ``min_p`` and the separator need), ``w`` the witness: ``NO_WITNESS``
     (still needed), ``WITNESSED``, or ``LAST_REPEATABLE`` (given by a repeatable member).
     ``max_p`` bounds the links a path takes (:func:`~structspec.ir.counted.emit_counted`), so
-    a large maximum costs no state per count. The common shape is written directly
-    (:func:`_in_order`), in the same language."""
-    if tracked is None and not needs_witness and max_p is None and min_p <= 1:
-        return _in_order(builder, entries, extra, min_p, sep, name)
-    return _member_graph(builder, entries, extra, witness, needs_witness, min_p, max_p, sep, name, tracked)
-
-
-def _member_graph(
-    builder: GrammarBuilder,
-    entries: list[tuple[MaybeExpr, bool, MaybeExpr]],
-    extra: MaybeExpr,
-    witness: MaybeExpr,
-    needs_witness: bool,
-    min_p: int,
-    max_p: int | None,
-    sep: MaybeExpr,
-    name: str,
-    tracked: int | None,
-) -> MaybeExpr:
-    """:func:`_members` in general: the member automaton's states and edges, emitted."""
+    a large maximum costs no state per count. The common shape (entries in order, no witness,
+    no ``maxProperties``, ``minProperties`` at most 1) is written directly by :func:`_in_order`
+    instead, in the same language."""
     cap = max(min_p, 1)
     n = len(entries)
     needed_bits = sum(1 << j for j, (_, needed, _) in enumerate(entries) if needed)

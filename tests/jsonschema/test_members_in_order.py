@@ -1,6 +1,6 @@
 """``_in_order`` (``jsonschema/objects.py``): an object's members in the common shape (declared
 properties in order, no witness, no ``maxProperties``, ``minProperties`` at most 1), written
-directly, accept exactly what the general member automaton (``_member_graph``) accepts, both as
+directly, accept exactly what the general member automaton (``_members``) accepts, both as
 automata, and what the definition says (brute force over every short member list), with and
 without the chain kept apart for members after entries alone (``SPLIT_CHAIN``) and with its
 runs cut into rules every few levels; and wide objects stay within the parser's nesting limit."""
@@ -20,7 +20,7 @@ from structspec.ir.automaton import DFA, accepts, complement, dfa_from_regex, in
 from structspec.ir.expr import Lit, MaybeExpr, Ref, substitute
 from structspec.jsonschema import objects
 from structspec.jsonschema.builder import GrammarBuilder
-from structspec.jsonschema.objects import _in_order, _member_graph, _members
+from structspec.jsonschema.objects import _in_order, _members
 
 SEP = Lit(",")
 EXTRA = "x"
@@ -48,7 +48,7 @@ def language(build: object, entries: Entries, extra: bool, min_p: int) -> DFA:
     if build is _in_order:
         expr = _in_order(*args, min_p, SEP, "obj")
     else:
-        expr = _member_graph(*args, None, False, min_p, None, SEP, "obj", None)
+        expr = _members(*args, None, False, min_p, None, SEP, "obj", None)
 
     def inline(ref: Ref) -> MaybeExpr:
         return substitute(builder.rules[ref.name], inline)
@@ -77,7 +77,7 @@ def test_in_order_members_match_the_member_automaton(shape: tuple[Entries, bool,
     entries, extra, min_p, split, depth = shape
     with patch.object(objects, "SPLIT_CHAIN", split), patch.object(objects, "MAX_INLINE_DEPTH", depth):
         direct = language(_in_order, entries, extra, min_p)
-    assert same(direct, language(_member_graph, entries, extra, min_p))
+    assert same(direct, language(_members, entries, extra, min_p))
     tokens = [m.text for m, _, _ in entries if m is not None] + [EXTRA]  # type: ignore[union-attr]
     for size in range(len(tokens) + 1):
         for written in itertools.product(tokens, repeat=size):
@@ -86,10 +86,22 @@ def test_in_order_members_match_the_member_automaton(shape: tuple[Entries, bool,
         assert not accepts(direct, "," + ",".join(tokens))  # no leading separator
 
 
-def test_the_common_shape_takes_the_direct_path() -> None:
-    entries: Entries = [(Lit("a"), False, Lit("a")), (Lit("b"), True, Lit("b"))]
-    direct = _members(GrammarBuilder(), entries, Lit(EXTRA), None, False, 0, None, SEP, "obj", None)
-    assert direct == _in_order(GrammarBuilder(), entries, Lit(EXTRA), 0, SEP, "obj")
+@pytest.mark.parametrize(
+    ("schema", "direct"),
+    [
+        ({"type": "object", "properties": {"a": {}, "b": {}}, "required": ["b"]}, True),
+        ({"type": "object", "properties": {"a": {}}, "minProperties": 1}, True),
+        ({"type": "object", "properties": {"a": {}, "b": {}}, "maxProperties": 1}, False),
+        ({"type": "object", "properties": {"a": {}}, "minProperties": 2}, False),
+    ],
+)
+def test_the_common_shape_takes_the_direct_path(schema: dict, direct: bool) -> None:
+    with patch.object(objects, "_members", side_effect=AssertionError("the member automaton")) as general:
+        try:
+            Grammar.from_json_schema(schema)
+        except AssertionError:
+            assert not direct
+    assert general.called != direct
 
 
 @pytest.mark.parametrize("required", [[], ["p0"], ["p100"], ["p199"], ["p0", "p199"]])
