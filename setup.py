@@ -1,6 +1,6 @@
-"""Build the native cores (structspec/masks/_sweep.pyx, structspec/ir/_suffix.pyx,
-structspec/ir/_byte_automata.pyx, structspec/tokens/_trie.pyx, structspec/generation/_ngram.pyx); everything else is in
-pyproject.toml."""
+"""Build the native cores (structspec/masks/_sweep.pyx, structspec/masks/_states.pyx,
+structspec/ir/_suffix.pyx, structspec/ir/_byte_automata.pyx, structspec/tokens/_trie.pyx,
+structspec/generation/_ngram.pyx); everything else is in pyproject.toml."""
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -8,6 +8,7 @@ from setuptools import Extension, setup
 setup(
     ext_modules=cythonize(
         [Extension("structspec.masks._sweep", ["structspec/masks/_sweep.pyx"], extra_compile_args=["-O3"]),
+         Extension("structspec.masks._states", ["structspec/masks/_states.pyx"], extra_compile_args=["-O3"]),
          Extension("structspec.ir._suffix", ["structspec/ir/_suffix.pyx"], extra_compile_args=["-O3"]),
          Extension("structspec.ir._byte_automata", ["structspec/ir/_byte_automata.pyx"], extra_compile_args=["-O3"]),
          Extension("structspec.tokens._trie", ["structspec/tokens/_trie.pyx"], extra_compile_args=["-O3"]),

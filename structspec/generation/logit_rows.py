@@ -66,6 +66,14 @@ class LogitRows:
             return best
         return matcher.masked_argmax(self._view[index] if self._view is not None else self[index], best)
 
+    def greedy_path(self, matcher: Matcher, tokens: list[int], parents: list[int], line: list[int],
+                    left: int | None) -> tuple[list[int], int | None] | None:
+        """:meth:`Matcher.greedy_path` over these rows (a draft tree's verification in one
+        native call), when they are float32 CPU rows; ``None`` (and nothing done) otherwise."""
+        if self._view is None:
+            return None
+        return matcher.greedy_path(self._view, tokens, parents, line, left)
+
     def split(self, sizes: list[int]) -> list[LogitRows]:
         """Consecutive runs of ``sizes`` rows, each its own :class:`LogitRows` (a batch's rows,
         one run per sequence)."""

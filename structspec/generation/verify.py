@@ -9,6 +9,7 @@ from structspec.generation.chain import Draft
 from structspec.generation.logit_rows import LogitRows
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
+from structspec.masks._states import HANDED_OVER
 from structspec.masks.matcher import Matcher
 
 
@@ -87,13 +88,21 @@ def verify(
         matcher.accept_token(token)
         return token
 
-    children = draft.children()
     tokens, qs, line, end = draft.tokens, draft.qs, draft.line, draft.end
+    path: list[int] = []
     # While the path is the main line's start, a main-line token is taken over from the matcher
     # the chain drafted with (Matcher.follow) instead of stepped again.
     on_line = end is not None and bool(line)
-    path: list[int] = []
-    node = -1
+    if greedy and qs.count(None) == len(qs):  # the walk in one native call, where the rows allow
+        with timer:
+            walked = logits.greedy_path(matcher, tokens, draft.parents, line, left)
+        if walked is not None:
+            path, token = walked
+            if token != HANDED_OVER:
+                return path, token
+            on_line = on_line and not path  # the matcher now holds history nodes of its own
+    children = draft.children()
+    node = path[-1] if path else -1
     while True:
         index, options = node + 1, children.get(node)
         if options is None:

@@ -37,6 +37,7 @@ from structspec.grammar.parse_state import Frame, ParseState, union
 from structspec.grammar.tags import StructuralTag
 from structspec.ir.expr import TokenRef
 from structspec.lru import MISSING, BoundedCache
+from structspec.masks._states import STALE, StateTable
 from structspec.masks.matcher import Matcher
 from structspec.masks.runner import StackRunner, same_words, words_digest
 from structspec.tokens.trie import token_trie
@@ -45,8 +46,8 @@ from structspec.tokens.vocabulary import Vocabulary
 STATE_CACHE_BYTES = 16 << 20  # whole-state mask cache per compiled grammar (LRU)
 FORCED_CACHE_ENTRIES = 4096  # (state, text) forced continuations kept per compiled grammar (LRU)
 FORCED_CACHE_BYTES = 2 << 20
-STEP_CACHE_ENTRIES = 4096  # (state, token) steps kept per compiled grammar (LRU; a round needs only its own)
-STEP_CACHE_BYTES = 4 << 20
+MAX_NUMBERED_STATES = 4096  # states numbered per compiled grammar before the state table starts a new epoch
+MAX_KNOWN_STEPS = 4096  # (state, token) steps it knows before it does (a round needs only its own)
 TOP_FRAMES = (1, 3)  # stack frames a state's top masks read, tried in turn (see _new_mask)
 TOP_CACHE_ENTRIES = 8192  # top masks (or None: some token reaches below) kept per compiled grammar (LRU)
 TOP_CACHE_BYTES = 8 << 20
@@ -83,8 +84,8 @@ class CompiledGrammar:
         # of what it forces
         self._states: BoundedCache[ParseState, np.ndarray] = BoundedCache(
             max_bytes=STATE_CACHE_BYTES, weigh=_mask_bytes)
-        self._steps: BoundedCache[tuple[ParseState, int], ParseState | None] = BoundedCache(
-            max_entries=STEP_CACHE_ENTRIES, max_bytes=STEP_CACHE_BYTES, weigh=_state_bytes)
+        # parse states numbered, and the token steps between them (see structspec/masks/_states.pyx)
+        self.table = StateTable(MAX_NUMBERED_STATES, MAX_KNOWN_STEPS)
         self._jumps: BoundedCache[tuple[ParseState, bytes], list[int] | None] = BoundedCache(
             max_entries=FORCED_CACHE_ENTRIES, max_bytes=FORCED_CACHE_BYTES, weigh=_tokens_bytes)
         # the top frames of a one-stack state (see _top_key) -> its mask, when no token reaches below them
@@ -112,7 +113,7 @@ class CompiledGrammar:
             + rules.n_states * RULE_STATE_BYTES
             + len(self.grammar.source)
             + self._states.nbytes
-            + self._steps.nbytes
+            + self.table.nbytes
             + self._jumps.nbytes
             + self._tops.nbytes
             + self._runner.nbytes
@@ -230,13 +231,14 @@ class CompiledGrammar:
 
     def advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
         """The state after a non-end-of-sequence token: its bytes, or a token reference
-        (cached: speculative decoding steps along each draft token twice, drafting and
-        verifying, and forced tokens recur)."""
-        key = (state, token_id)
-        following = self._steps.get(key)
-        if following is MISSING:
-            following = self._steps.put(key, self._advance_token(state, token_id))
-        return following
+        (cached in :attr:`table`: speculative decoding steps along each draft token twice,
+        drafting and verifying, and forced tokens recur)."""
+        table = self.table
+        while True:
+            epoch = table.epoch
+            after, _, following = table.follow(table.number(state), token_id, epoch, self._advance_token)
+            if after != STALE:  # else another thread started an epoch meanwhile: number the state again
+                return following
 
     def _advance_token(self, state: ParseState, token_id: int) -> ParseState | None:
         spelled = self.vocabulary.token_bytes[token_id]
@@ -323,10 +325,6 @@ def _top_key(head: Frame, frames: int, accepting: bool) -> tuple[tuple[int, ...]
 def _top_bytes(_key: tuple[tuple[int, ...], bool, bool], words: np.ndarray | None) -> int:
     """A top mask counted in full (see _mask_bytes)."""
     return 2 * OBJECT_BYTES if words is None else _mask_bytes(None, words)
-
-
-def _state_bytes(_key: tuple[ParseState, int], state: ParseState | None) -> int:
-    return 2 * OBJECT_BYTES + (0 if state is None else POINTER_BYTES * len(state.heads))
 
 
 def _tokens_bytes(key: tuple[ParseState, bytes], tokens: list[int] | None) -> int:

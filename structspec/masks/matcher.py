@@ -15,6 +15,7 @@ import numpy as np
 
 from structspec.grammar.parse_state import ParseState
 from structspec.lru import ENTRY_OVERHEAD, MISSING, BoundedCache
+from structspec.masks._states import FINISHED, HANDED_OVER, STALE
 
 ALLOWED_IDS_ENTRIES = 256  # masks whose allowed ids are kept for a forbidden argmax (see _allowed_argmax)
 ALLOWED_IDS_BYTES = 8 << 20
@@ -26,13 +27,19 @@ if TYPE_CHECKING:  # names for annotations only: torch is imported where a tenso
 
 
 class _History:
-    __slots__ = ("finished", "length", "previous", "state")
+    """A node of a matcher's persistent history: the state after a token, and its number in the
+    compiled grammar's state table (valid in ``epoch``; -1 when not numbered)."""
 
-    def __init__(self, state: ParseState, previous: _History | None, finished: bool = False) -> None:
+    __slots__ = ("epoch", "finished", "length", "number", "previous", "state")
+
+    def __init__(self, state: ParseState, previous: _History | None, finished: bool = False, number: int = -1,
+                 epoch: int = -1) -> None:
         self.state = state
         self.previous = previous
         self.finished = finished
         self.length = 0 if previous is None else previous.length + 1
+        self.number = number
+        self.epoch = epoch
 
 
 class Matcher:
@@ -191,26 +198,67 @@ class Matcher:
         if not 0 <= token_id < vocab.size:
             return None
         state = node.state
-        following = compiled.advance_token(state, token_id)
+        table = compiled.table
+        number, epoch = node.number, node.epoch
+        while True:  # through the state table, by the node's number while its epoch lasts
+            if epoch != table.epoch:
+                epoch = table.epoch
+                number = table.number(state)
+            after, now, following = table.follow(number, token_id, epoch, compiled._advance_token)
+            if after != STALE:
+                break
         if following is None and token_id in vocab.eos_ids:
             # End of sequence, unless a token reference in the grammar names this very token.
             return _History(state, node, finished=True) if state.accepting else None
-        return None if following is None else _History(following, node)
+        return None if following is None else _History(following, node, number=after, epoch=now)
 
-    def follow(self, other: Matcher, ahead: int) -> bool:
-        """Advance by one token to where ``other`` stood ``ahead`` tokens before its current
-        point, taking over its history node (nothing is stepped: a draft's matcher already went
-        this way), when ``other`` went through this matcher's current point; False (and no
-        change) when it did not."""
+    def follow(self, other: Matcher, ahead: int, tokens: int = 1) -> bool:
+        """Advance by ``tokens`` tokens to where ``other`` stood ``ahead`` tokens before its
+        current point, taking over its history nodes (nothing is stepped: a draft's matcher
+        already went this way), when ``other`` went through this matcher's current point; False
+        (and no change) when it did not."""
         node = other._node
-        if not 0 <= ahead < node.length - self._node.length:
+        if tokens < 1 or not 0 <= ahead <= node.length - self._node.length - tokens:
             return False
         for _ in range(ahead):
             node = node.previous
-        if node.previous is not self._node:
+        target = node
+        for _ in range(tokens):
+            node = node.previous
+        if node is not self._node:
             return False
-        self._node = node
+        self._node = target
         return True
+
+    def greedy_path(
+        self, rows: np.ndarray, tokens: list[int], parents: list[int], line: list[int], left: int | None
+    ) -> tuple[list[int], int | None]:
+        """Greedy verification of a draft tree over the target's float32 ``rows`` (row 0 after
+        the current point, row ``1 + i`` after node ``i`` of the tree ``tokens`` / ``parents``
+        with main line ``line``), in one native call (see
+        :meth:`~structspec.masks._states.StateTable.greedy_path`): each row's argmax where the
+        grammar allows it, else its masked argmax, picks the child drafted with it. Advances
+        along the accepted nodes and returns ``(path, token)``: the nodes, root first, and the
+        token chosen after them (taken too), ``None`` when the path finished the text, or
+        :data:`~structspec.masks._states.HANDED_OVER` where the choice after the path is left to
+        the caller (a budget guard's replacement, an end of sequence; ``left``: the tokens the
+        round may produce with the guard on, else ``None``)."""
+        node = self._node
+        if node.finished:
+            return [], HANDED_OVER
+        compiled = self.compiled
+        table = compiled.table
+        number, epoch = node.number, node.epoch
+        if epoch != table.epoch:
+            epoch = table.epoch
+            number = table.number(node.state)
+        path, states, numbers, token = table.greedy_path(
+            rows, compiled.vocabulary.size, tokens, parents, line, number, epoch, -1 if left is None else left,
+            compiled._advance_token, compiled.mask_words, compiled.tokens_to_finish)
+        for state, after in zip(states, numbers, strict=True):
+            node = _History(state, node, number=after, epoch=epoch)
+        self._node = node
+        return path, None if token == FINISHED else token
 
     def accept_tokens(self, token_ids) -> int:
         """Accept tokens in order until one is forbidden; returns how many were accepted."""

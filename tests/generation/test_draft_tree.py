@@ -17,6 +17,7 @@ import pytest
 import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from structspec.masks._states import StateTable
 from tiny_models import one_thread
 
 from structspec import Grammar, Vocabulary
@@ -282,17 +283,25 @@ def test_a_row_needs_a_draft_distribution_per_token() -> None:
         Draft().extend([1, 2], [None], "ngram")
 
 
-@settings(max_examples=120, deadline=None)
-@given(data=st.data(), greedy=st.booleans(), left=st.none() | st.integers(1, 12))
-def test_verify_taking_over_the_drafts_matcher_is_stepping_again(data, greedy: bool, left: int | None) -> None:
+SCORES = st.floats(-3, 3, width=32) | st.sampled_from([float("nan"), float("-inf"), 3.0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), greedy=st.booleans(), left=st.none() | st.integers(1, 12), small_table=st.booleans())
+def test_verify_taking_over_the_drafts_matcher_is_stepping_again(data, greedy: bool, left: int | None,
+                                                                 small_table: bool) -> None:
     """Differential: verification that takes the main line's tokens over from the matcher the
     draft was made with (``Draft.end``) -- and with it takes a greedy row's argmax that is the
     main line's token without reading the mask -- accepts the same nodes, picks the same token
     and leaves the sequence's matcher where stepping every token again and masking every row
-    (no ``end``) leaves it, budget cuts included, on random draft trees, rows and budgets,
-    greedy and sampled."""
+    (no ``end``) leaves it, budget cuts included, on random draft trees, rows (NaN, -inf and ties
+    among them) and budgets, greedy and sampled. Greedy float32 rows are walked by the native
+    state table (``Matcher.greedy_path``), float64 rows by the Python walk: both agree, also
+    when a tiny state table starts new epochs in the middle of the walk."""
     vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b'"', b"ab", b" ", None], eos_ids=[6])
     compiled = compile_grammar(Grammar.from_gbnf(r'root ::= "\"" [a-c ]{0,9} "\""'), vocab)
+    if small_table:
+        compiled.table = StateTable(2, 3)
     start = compiled.matcher()
     start.accept_tokens(data.draw(st.lists(st.sampled_from([0, 1, 2, 4, 5]), max_size=3).map(lambda t: [3, *t])))
     end = start.copy()
@@ -307,17 +316,20 @@ def test_verify_taking_over_the_drafts_matcher_is_stepping_again(data, greedy: b
     draft.extend(line, [None] * len(line), "ngram")
     for _ in range(data.draw(st.integers(0, 2))):
         fork = data.draw(st.integers(0, len(line)))
-        tokens = data.draw(st.lists(st.integers(0, 5), min_size=1, max_size=3))
+        tokens = data.draw(st.lists(st.integers(0, 6), min_size=1, max_size=3))
         draft.extend(tokens, [None] * len(tokens), "ngram", fork=fork)
-    rows = data.draw(st.lists(st.lists(st.floats(-3, 3), min_size=7, max_size=7),
+    rows = data.draw(st.lists(st.lists(SCORES, min_size=7, max_size=7),
                               min_size=len(draft.tokens) + 1, max_size=len(draft.tokens) + 1))
     logits = torch.tensor(rows)
     sampling = Sampling() if greedy else Sampling(temperature=1.0)
     results = []
-    for given_end in (end, None):
+    for given_end, dtype in ((end, torch.float32), (None, torch.float32), (end, torch.float64), (None, torch.float64)):
         stepped = Draft(draft.tokens, draft.sources, draft.qs, draft.parents, draft.line, draft.forks, given_end)
         matcher, stats = start.copy(), Stats()
-        rows = LogitRows(logits.clone(), 7)
-        out = verify(rows, stepped, matcher, sampling, torch.Generator().manual_seed(7), stats, left)
+        rows = LogitRows(logits.to(dtype), 7)
+        try:
+            out = verify(rows, stepped, matcher, sampling, torch.Generator().manual_seed(7), stats, left)
+        except RuntimeError as exc:  # a masked row with nothing left: the same error either way
+            out = str(exc)
         results.append((out, matcher.state, matcher.num_tokens, matcher.is_finished(), stats.budget_cuts))
-    assert results[0] == results[1]
+    assert results[0] == results[1] == results[2] == results[3]

@@ -1,0 +1,409 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Parse states numbered per compiled grammar, their token steps in one flat table, and greedy
+verification's walk over a draft tree read from them.
+
+A decoding round after the model's forward pays for each Python object and each line of
+bytecode it touches, cold (docs/speculative.md, *ninth pass*): the parse states, the step
+caches' dict entries, the matcher's history. Here a state is a small number, a step one probe
+of a flat open-addressed table, and a state's finishing cost and flags flat arrays by number,
+so the walk of a draft tree (:meth:`StateTable.greedy_path`) touches the rows, the draft's
+tokens and these arrays, and calls Python only for what the table does not know yet.
+
+The numbers are a cache, not an identity -- a :class:`~structspec.grammar.parse_state.ParseState`
+stays what everything else reads -- so the table is bounded simply: past ``max_states``
+numbered states or ``max_steps`` known steps it starts a new *epoch*, forgetting every number,
+and numbers are given again on demand. A number is only meaningful with the epoch it was read
+in. The table holds no reference to its compiled grammar (whose caches compute a step it does
+not know): the callers pass what computes it, so the two are freed together without the
+cyclic collector.
+
+Thread safety: a hit (a known step) reads the flat table under the GIL without a lock; it calls
+no Python code, so no other thread runs meanwhile. A miss computes the step in Python (which may
+let other threads run), then, under the table's lock, inserts it only if the epoch has not
+changed since it was read; the caller's number is then stale and :meth:`StateTable.step` says so.
+"""
+
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.math cimport INFINITY, NAN, isnan
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.string cimport memset
+
+import threading
+
+FORBIDDEN = -2  # what :meth:`StateTable.step` gives for a token the grammar forbids
+STALE = -3  # what it gives when the table started a new epoch while the step was computed
+HANDED_OVER = -1  # greedy_path's token when the Python walk decides the token after the path
+FINISHED = -2  # greedy_path's token when the path's last node finished the text
+
+cdef enum:
+    _EMPTY = -1
+
+
+cdef inline uint64_t _mix(int64_t key) noexcept nogil:
+    """A 64-bit finalizer (splitmix64's): consecutive numbers and tokens spread over the slots."""
+    cdef uint64_t h = <uint64_t>key
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL
+    return h ^ (h >> 31)
+
+
+cdef class StateTable:
+    """Numbers for the parse states of one compiled grammar, and the known token steps between
+    them. A step the table does not know is computed by ``advance(state, token)`` (the parse
+    state after a non-end-of-sequence token, or None), which the caller passes, called without
+    the table's lock held."""
+
+    cdef dict _numbers
+    cdef list _states
+    cdef int64_t* _keys
+    cdef int32_t* _next
+    cdef Py_ssize_t _slots, _steps, _max_states, _max_steps
+    cdef readonly Py_ssize_t epoch
+    cdef object _lock
+    cdef double* _cost  # by number: tokens to finish (NaN: not asked yet)
+    cdef unsigned char* _finished  # by number: the text is complete and nothing may follow
+
+    def __cinit__(self, Py_ssize_t max_states=4096, Py_ssize_t max_steps=4096):
+        if max_states < 1 or max_steps < 1:
+            raise ValueError("a state table holds at least one state and one step")
+        self._max_states = max_states
+        self._max_steps = max_steps
+        self._slots = 16
+        while self._slots < 2 * max_steps:
+            self._slots *= 2
+        self._keys = <int64_t*>PyMem_Malloc(self._slots * sizeof(int64_t))
+        self._next = <int32_t*>PyMem_Malloc(self._slots * sizeof(int32_t))
+        self._cost = <double*>PyMem_Malloc(max_states * sizeof(double))
+        self._finished = <unsigned char*>PyMem_Malloc(max_states)
+        if self._keys == NULL or self._next == NULL or self._cost == NULL or self._finished == NULL:
+            raise MemoryError("no memory for a state table")
+        self._lock = threading.Lock()
+        self._numbers = {}
+        self._states = []
+        self._clear()
+
+    def __dealloc__(self):
+        PyMem_Free(self._keys)
+        PyMem_Free(self._next)
+        PyMem_Free(self._cost)
+        PyMem_Free(self._finished)
+
+    cdef void _clear(self) noexcept:
+        memset(self._keys, 0xFF, self._slots * sizeof(int64_t))  # every key _EMPTY
+        self._steps = 0
+
+    @property
+    def size(self) -> int:
+        """States numbered in this epoch."""
+        return len(self._states)
+
+    @property
+    def steps(self) -> int:
+        """Steps known in this epoch."""
+        return self._steps
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the flat arrays (the numbered states' own objects are the caches')."""
+        return self._slots * (sizeof(int64_t) + sizeof(int32_t)) + self._max_states * (sizeof(double) + 1)
+
+    def number(self, state) -> int:
+        """``state``'s number in the current epoch (given now if it has none)."""
+        found = self._numbers.get(state)
+        if found is not None:
+            return found
+        with self._lock:
+            return self._number(state)
+
+    cdef Py_ssize_t _number(self, state) except -1:
+        """Under the lock: ``state``'s number, given now if new (a new epoch first when full)."""
+        found = self._numbers.get(state)
+        if found is not None:
+            return found
+        if len(self._states) >= self._max_states:
+            self._new_epoch()
+        number = len(self._states)
+        self._states.append(state)
+        self._cost[number] = NAN
+        self._finished[number] = state.accepting and not state.heads
+        self._numbers[state] = number
+        return number
+
+    cdef int _new_epoch(self) except -1:
+        """Forget every number and step. The flat table is cleared and the epoch moved on first,
+        with no Python code run; the old dict and list are dropped last (their states' frames
+        may run weak-reference callbacks as they go)."""
+        old = (self._numbers, self._states)
+        self.epoch += 1
+        self._clear()
+        self._numbers = {}
+        self._states = []
+        del old
+        return 0
+
+    def state(self, Py_ssize_t number):
+        """The parse state numbered ``number`` in the current epoch."""
+        if not 0 <= number < len(self._states):
+            raise IndexError(f"no state numbered {number} in epoch {self.epoch}")
+        return self._states[number]
+
+    cdef inline int32_t _lookup(self, int64_t key) noexcept:
+        cdef Py_ssize_t mask = self._slots - 1
+        cdef Py_ssize_t slot = <Py_ssize_t>(_mix(key) & <uint64_t>mask)
+        while True:
+            if self._keys[slot] == key:
+                return self._next[slot]
+            if self._keys[slot] == _EMPTY:
+                return _EMPTY
+            slot = (slot + 1) & mask
+
+    cdef void _insert(self, int64_t key, int32_t value) noexcept:
+        cdef Py_ssize_t mask = self._slots - 1
+        cdef Py_ssize_t slot = <Py_ssize_t>(_mix(key) & <uint64_t>mask)
+        while self._keys[slot] != _EMPTY and self._keys[slot] != key:
+            slot = (slot + 1) & mask
+        if self._keys[slot] == _EMPTY:
+            self._steps += 1
+        self._keys[slot] = key
+        self._next[slot] = value
+
+    def step(self, Py_ssize_t number, Py_ssize_t token, Py_ssize_t epoch, advance) -> tuple[int, int]:
+        """``(after, its epoch)``: the number of the state after ``token`` from the state numbered
+        ``number`` in ``epoch``, with the epoch that number belongs to (a later one when the
+        table filled up meanwhile); ``after`` is :data:`FORBIDDEN` when the grammar forbids the
+        token, :data:`STALE` when ``epoch`` is not the current one (the caller numbers its
+        state again)."""
+        cdef Py_ssize_t now = epoch
+        cdef int32_t after = self._step(number, token, &now, advance)
+        return after, now
+
+    def follow(self, Py_ssize_t number, Py_ssize_t token, Py_ssize_t epoch, advance) -> tuple:
+        """``(after, its epoch, the state after)`` as :meth:`step` gives them, with the parse
+        state itself (None when forbidden or stale), read in the same call."""
+        cdef Py_ssize_t now = epoch
+        cdef int32_t after = self._step(number, token, &now, advance)
+        return after, now, (self._states[after] if after >= 0 and now == self.epoch else None)
+
+    cdef int32_t _step(self, Py_ssize_t number, Py_ssize_t token, Py_ssize_t* epoch, advance) except? -4:
+        """:meth:`step` for native callers: ``epoch`` in, the answer's epoch out."""
+        cdef Py_ssize_t asked = epoch[0]
+        if asked != self.epoch or not 0 <= number < len(self._states):
+            return STALE
+        if not 0 <= token <= 0x7FFFFFFF:
+            raise ValueError(f"token id {token} out of range")
+        cdef int64_t key = (<int64_t>number << 32) | token
+        cdef int32_t found = self._lookup(key)
+        if found != _EMPTY:
+            return found
+        following = advance(self._states[number], token)  # Python: other threads may run
+        with self._lock:
+            if asked == self.epoch and self._steps >= self._max_steps:
+                self._new_epoch()
+            found = FORBIDDEN if following is None else <int32_t>self._number(following)  # may start an epoch
+            if asked == self.epoch:
+                self._insert(key, found)
+            epoch[0] = self.epoch
+            return found
+
+    cdef double _finish_cost(self, Py_ssize_t number, Py_ssize_t epoch, object cost_of) except? -1.0:
+        """The tokens to finish of the state numbered ``number`` in ``epoch`` (asked of
+        ``cost_of`` once per number); NaN when a new epoch began while it was asked."""
+        cdef double cost = self._cost[number]
+        if isnan(cost):
+            cost = float(cost_of(self._states[number]))  # Python: other threads may run
+            if self.epoch != epoch:
+                return NAN
+            self._cost[number] = cost
+        return cost
+
+    def greedy_path(self, const float[:, :] rows, Py_ssize_t size, list tokens, list parents, list line,
+                    Py_ssize_t start, Py_ssize_t epoch, Py_ssize_t left, advance, words_of, cost_of) -> tuple:
+        """Greedy verification of a draft tree, as far as it goes without Python objects:
+        ``rows`` the target's float32 rows (row 0 after the committed text, row ``1 + i`` after
+        node ``i``) over a vocabulary of ``size`` tokens, the draft's ``tokens``, ``parents``
+        and main ``line``, ``start`` the number of the committed text's state (in ``epoch``),
+        ``left`` the tokens the round may produce (-1: no budget guard). ``advance(state,
+        token)`` computes a step the table lacks, ``words_of(state)`` a state's mask words,
+        ``cost_of(state)`` its tokens to finish.
+
+        At each node the choice is what the Python walk makes: the row's argmax where the
+        grammar allows it, else its masked argmax (the first NaN, the lowest id among ties);
+        the walk follows the child drafted with the chosen token (the main-line child first,
+        then branches in node order) and stops at the first choice no child has. Returns
+        ``(path, states, numbers, token)``: the accepted nodes, root first, the parse states
+        after them and their numbers (in ``epoch``), then ``token`` chosen after them (its
+        state and number last in ``states`` and ``numbers``), or
+        :data:`FINISHED` (the path's last node completed the text), or :data:`HANDED_OVER`
+        (the Python walk decides at the path's end: a step the budget guard refuses, an
+        end-of-sequence token, a masked row with nothing left, or a stale epoch)."""
+        cdef Py_ssize_t n = len(tokens), node = -1, number = start, j, chosen, best, depth = 0
+        cdef Py_ssize_t width = rows.shape[1], now
+        cdef int32_t after
+        cdef const float* row
+        cdef const uint32_t[::1] words
+        path, states, numbers = [], [], []
+        if (epoch != self.epoch or len(parents) != n or rows.shape[0] < n + 1 or width < 1
+                or rows.strides[1] != sizeof(float)):
+            return path, states, numbers, HANDED_OVER
+        if size > width:
+            size = width
+        cdef int64_t* token = <int64_t*>PyMem_Malloc(3 * (n + 1) * sizeof(int64_t))
+        if token == NULL:
+            raise MemoryError()
+        cdef int64_t* parent = token + n + 1
+        cdef int64_t* main = token + 2 * (n + 1)
+        try:
+            for j in range(n):
+                token[j] = tokens[j]
+                parent[j] = parents[j]
+                main[j] = 0
+            for j in line:
+                if 0 <= j < n:
+                    main[<Py_ssize_t>j] = 1
+            while True:
+                row = &rows[node + 1, 0]
+                best = _argmax(row, width)
+                now = epoch
+                after = self._step(number, best, &now, advance) if best < size else FORBIDDEN
+                if now != epoch:
+                    return path, states, numbers, HANDED_OVER
+                if after == FORBIDDEN:  # the argmax is forbidden here (or an end of sequence): mask the row
+                    words = words_of(self._states[number])
+                    if words.shape[0] < (size + 31) >> 5:
+                        return path, states, numbers, HANDED_OVER
+                    best = _masked_argmax(row, size, &words[0])
+                    if best < 0:
+                        return path, states, numbers, HANDED_OVER
+                    after = self._step(number, best, &now, advance)
+                    if after < 0 or now != epoch:  # an end of sequence, or the epoch moved on
+                        return path, states, numbers, HANDED_OVER
+                if left >= 0 and not self._finish_cost(after, epoch, cost_of) <= left - depth - 1:  # NaN too
+                    return path, states, numbers, HANDED_OVER
+                chosen = -1
+                for j in range(node + 1, n):  # a node's children come after it
+                    if parent[j] == node and token[j] == best:
+                        if main[j]:
+                            chosen = j
+                            break
+                        if chosen < 0:
+                            chosen = j
+                states.append(self._states[after])
+                numbers.append(after)
+                if chosen < 0:
+                    return path, states, numbers, best
+                path.append(chosen)
+                if self._finished[after]:
+                    return path, states, numbers, FINISHED
+                node, number, depth = chosen, after, depth + 1
+        finally:
+            PyMem_Free(token)
+
+
+cdef extern from *:
+    """
+    #include <stddef.h>
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
+    /* The greatest score of row[0:width] (width a positive multiple of 16); *has_nan set when
+       a NaN is among them (the greatest score is then meaningless). */
+    static float structspec_block_max(const float* row, ptrdiff_t width, int* has_nan) {
+    #if defined(__SSE2__)
+        __m128 m0 = _mm_loadu_ps(row), m1 = _mm_loadu_ps(row + 4);
+        __m128 m2 = _mm_loadu_ps(row + 8), m3 = _mm_loadu_ps(row + 12);
+        __m128 n0 = _mm_cmpunord_ps(m0, m0), n1 = _mm_cmpunord_ps(m1, m1);
+        __m128 n2 = _mm_cmpunord_ps(m2, m2), n3 = _mm_cmpunord_ps(m3, m3);
+        for (ptrdiff_t j = 16; j < width; j += 16) {
+            __m128 v0 = _mm_loadu_ps(row + j), v1 = _mm_loadu_ps(row + j + 4);
+            __m128 v2 = _mm_loadu_ps(row + j + 8), v3 = _mm_loadu_ps(row + j + 12);
+            m0 = _mm_max_ps(v0, m0); m1 = _mm_max_ps(v1, m1);
+            m2 = _mm_max_ps(v2, m2); m3 = _mm_max_ps(v3, m3);
+            n0 = _mm_or_ps(n0, _mm_cmpunord_ps(v0, v0)); n1 = _mm_or_ps(n1, _mm_cmpunord_ps(v1, v1));
+            n2 = _mm_or_ps(n2, _mm_cmpunord_ps(v2, v2)); n3 = _mm_or_ps(n3, _mm_cmpunord_ps(v3, v3));
+        }
+        float lanes[16];
+        _mm_storeu_ps(lanes, m0); _mm_storeu_ps(lanes + 4, m1);
+        _mm_storeu_ps(lanes + 8, m2); _mm_storeu_ps(lanes + 12, m3);
+        *has_nan = _mm_movemask_ps(_mm_or_ps(_mm_or_ps(n0, n1), _mm_or_ps(n2, n3))) != 0;
+        float best = lanes[0];
+        for (int k = 1; k < 16; k++) best = lanes[k] > best ? lanes[k] : best;
+        return best;
+    #else
+        float best = row[0];
+        int nan = 0;
+        for (ptrdiff_t j = 0; j < width; j++) { float v = row[j]; nan |= v != v; best = v > best ? v : best; }
+        *has_nan = nan;
+        return best;
+    #endif
+    }
+    /* The first index of row[0:width] whose score equals `value` (width when none does). */
+    static ptrdiff_t structspec_first_equal(const float* row, ptrdiff_t width, float value) {
+        ptrdiff_t j = 0;
+    #if defined(__SSE2__)
+        __m128 wanted = _mm_set1_ps(value);
+        for (; j + 16 <= width; j += 16) {
+            int found = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(row + j), wanted))
+                      | _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(row + j + 4), wanted)) << 4
+                      | _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(row + j + 8), wanted)) << 8
+                      | _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(row + j + 12), wanted)) << 12;
+            if (found) return j + __builtin_ctz(found);
+        }
+    #endif
+        for (; j < width; j++)
+            if (row[j] == value) return j;
+        return width;
+    }
+    """
+    float _block_max "structspec_block_max"(const float* row, Py_ssize_t width, int* has_nan) noexcept nogil
+    Py_ssize_t _first_equal "structspec_first_equal"(const float* row, Py_ssize_t width, float value) noexcept nogil
+
+
+cdef Py_ssize_t _argmax(const float* row, Py_ssize_t width) noexcept nogil:
+    """numpy's argmax: the first NaN, else the first greatest score (one vectorized pass for the
+    greatest score and any NaN, then a vectorized scan for its first place)."""
+    cdef Py_ssize_t j, k = 0, blocks = width - width % 16
+    cdef int has_nan = 0
+    cdef float best, value
+    if blocks:
+        best = _block_max(row, blocks, &has_nan)
+        for j in range(blocks, width):
+            value = row[j]
+            has_nan |= value != value
+            best = value if value > best else best
+        if not has_nan:
+            return _first_equal(row, width, best)
+    for j in range(width):
+        if row[j] != row[j]:
+            return j
+    best = row[0]
+    for j in range(1, width):
+        if row[j] > best:
+            best, k = row[j], j
+    return k
+
+
+cdef Py_ssize_t _masked_argmax(const float* row, Py_ssize_t width, const uint32_t* words) noexcept nogil:
+    """The first NaN or the first greatest score among the allowed tokens; -1 when none is
+    allowed or every allowed score is -inf (the Python walk decides those)."""
+    cdef Py_ssize_t w, j, token, at = -1
+    cdef uint32_t bits
+    cdef float best = 0
+    for w in range((width + 31) >> 5):
+        bits = words[w]
+        while bits:
+            j = __builtin_ctz(bits)
+            bits &= bits - 1
+            token = (w << 5) + j
+            if token >= width:
+                break
+            if row[token] != row[token]:
+                return token
+            if at < 0 or row[token] > best:
+                best, at = row[token], token
+    if at >= 0 and best == -INFINITY:
+        return -1
+    return at
+
+
+cdef extern from *:
+    int __builtin_ctz(unsigned int) nogil

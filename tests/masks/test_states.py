@@ -1,0 +1,106 @@
+"""The numbered parse states and their flat step table (the round core's first layer): every
+step it gives is the compiled grammar's, through epochs that start when it is full and steps
+computed while another thread starts one."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from structspec.masks._states import FORBIDDEN, STALE, StateTable
+from test_masks import _byte_vocabularies, _grammars
+
+import structspec
+from structspec import Grammar, GrammarError, Vocabulary
+
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+def _walk(compiled, table: StateTable, seed: int, steps: int) -> None:
+    """Random tokens from the initial state: each step the table gives is the compiled grammar's
+    (a forbidden token stays put), through whatever epochs the table's bounds start."""
+    rng = random.Random(seed)
+    state = compiled.grammar.initial_state()
+    number, epoch = table.number(state), table.epoch
+    for _ in range(steps):
+        token = rng.randrange(compiled.vocabulary.size)
+        if token in compiled.vocabulary.eos_ids:
+            continue
+        expected = compiled.advance_token(state, token)
+        found, now = table.step(number, token, epoch, compiled._advance_token)
+        if found == STALE:  # an epoch began since the state was numbered: number it again
+            number = table.number(state)
+            found, now = table.step(number, token, table.epoch, compiled._advance_token)
+        assert found != STALE
+        if expected is None:
+            assert found == FORBIDDEN
+            number, epoch = table.number(state), table.epoch  # still there, in whichever epoch
+            continue
+        assert now == table.epoch and found >= 0 and table.state(found) == expected
+        state, number, epoch = expected, found, now
+
+
+def _compiled(gbnf: str, vocab: Vocabulary):
+    try:
+        return structspec.compile(Grammar.from_gbnf(gbnf), vocab)
+    except GrammarError:
+        assume(False)
+        raise
+
+
+@SETTINGS
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16),
+       bounds=st.sampled_from([(65536, 262144), (1, 1), (2, 3), (4, 1), (1, 8)]))
+def test_steps_are_the_compiled_grammars_through_epochs(gbnf: str, vocab: Vocabulary, seed: int,
+                                                        bounds: tuple[int, int]) -> None:
+    compiled = _compiled(gbnf, vocab)
+    table = StateTable(*bounds)
+    _walk(compiled, table, seed, 40)
+    assert table.size <= bounds[0] and table.steps <= bounds[1]
+
+
+def test_a_known_step_is_read_without_asking_again() -> None:
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"ab", None], eos_ids=[3])
+    compiled = structspec.compile(Grammar.from_gbnf('root ::= ("a" | "b")*'), vocab)
+    asked = []
+
+    def advance(state, token):
+        asked.append(token)
+        return compiled._advance_token(state, token)
+
+    table = StateTable()
+    start = table.number(compiled.grammar.initial_state())
+    first = table.step(start, 2, table.epoch, advance)
+    assert table.step(start, 2, table.epoch, advance) == first and asked == [2]
+    assert table.step(start, 2, table.epoch - 1, advance)[0] == STALE  # a number of another epoch
+    assert table.step(10**6, 2, table.epoch, advance)[0] == STALE  # no such number
+    with pytest.raises(ValueError, match="out of range"):
+        table.step(start, -1, table.epoch, advance)
+    with pytest.raises(ValueError):
+        StateTable(0)
+
+
+def test_a_step_computed_while_another_thread_starts_an_epoch_is_not_filed() -> None:
+    """The step's own computation runs Python; a new epoch begun meanwhile voids the caller's
+    number: the answer comes in the new epoch, and the step is not filed under a number that
+    now means another state."""
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", None], eos_ids=[2])
+    compiled = structspec.compile(Grammar.from_gbnf('root ::= "a" "b"'), vocab)
+    table: StateTable
+
+    def advance(state, token):
+        thread = threading.Thread(target=lambda: [table.number(compiled.grammar.initial_state().advance(b"a"))
+                                                  for _ in range(3)])
+        thread.start()
+        thread.join()
+        return compiled._advance_token(state, token)
+
+    table = StateTable(max_states=1)
+    start = table.number(compiled.grammar.initial_state())
+    after, epoch = table.step(start, 0, table.epoch, advance)  # the other thread's numbering filled epoch 0
+    assert epoch == table.epoch >= 1 and table.state(after) == compiled.grammar.initial_state().advance(b"a")
+    assert table.steps == 0  # not filed under a number of the old epoch
