@@ -55,6 +55,7 @@ cdef class StateTable:
 
     cdef dict _numbers
     cdef list _states
+    cdef list _forced  # by number: the forced tokens (a list), None until asked
     cdef int64_t* _keys
     cdef int32_t* _next
     cdef Py_ssize_t _slots, _steps, _max_states, _max_steps
@@ -80,6 +81,7 @@ cdef class StateTable:
         self._lock = threading.Lock()
         self._numbers = {}
         self._states = []
+        self._forced = []
         self._clear()
 
     def __dealloc__(self):
@@ -124,6 +126,7 @@ cdef class StateTable:
             self._new_epoch()
         number = len(self._states)
         self._states.append(state)
+        self._forced.append(None)
         self._cost[number] = NAN
         self._finished[number] = state.accepting and not state.heads
         self._numbers[state] = number
@@ -133,11 +136,12 @@ cdef class StateTable:
         """Forget every number and step. The flat table is cleared and the epoch moved on first,
         with no Python code run; the old dict and list are dropped last (their states' frames
         may run weak-reference callbacks as they go)."""
-        old = (self._numbers, self._states)
+        old = (self._numbers, self._states, self._forced)
         self.epoch += 1
         self._clear()
         self._numbers = {}
         self._states = []
+        self._forced = []
         del old
         return 0
 
@@ -215,6 +219,39 @@ cdef class StateTable:
                 return NAN
             self._cost[number] = cost
         return cost
+
+    def forced(self, Py_ssize_t number, Py_ssize_t epoch, forced_of):
+        """The forced tokens of the state numbered ``number`` in ``epoch`` (asked of
+        ``forced_of(state)`` once per number; do not modify the list); None when ``epoch`` is
+        not the current one."""
+        if epoch != self.epoch or not 0 <= number < len(self._states):
+            return None
+        found = self._forced[number]
+        if found is None:
+            found = forced_of(self._states[number])  # Python: other threads may run
+            if epoch != self.epoch:
+                return found
+            self._forced[number] = found
+        return found
+
+    def walk(self, Py_ssize_t number, Py_ssize_t epoch, list tokens, Py_ssize_t size, advance) -> tuple:
+        """``(states, numbers)``: the parse states after each of ``tokens`` in turn from the
+        state numbered ``number`` in ``epoch``, and their numbers, up to the first token the
+        grammar forbids or outside ``[0, size)``, or the first step that finds a new epoch."""
+        cdef Py_ssize_t now
+        cdef int32_t after
+        states, numbers = [], []
+        for token in tokens:
+            if not 0 <= token < size:
+                break
+            now = epoch
+            after = self._step(number, token, &now, advance)
+            if after < 0 or now != epoch:
+                break
+            states.append(self._states[after])
+            numbers.append(after)
+            number = after
+        return states, numbers
 
     def greedy_path(self, const float[:, :] rows, Py_ssize_t size, list tokens, list parents, list line,
                     Py_ssize_t start, Py_ssize_t epoch, Py_ssize_t left, advance, words_of, cost_of) -> tuple:

@@ -248,10 +248,7 @@ class Matcher:
             return [], HANDED_OVER
         compiled = self.compiled
         table = compiled.table
-        number, epoch = node.number, node.epoch
-        if epoch != table.epoch:
-            epoch = table.epoch
-            number = table.number(node.state)
+        number, epoch = self._numbered(node)
         path, states, numbers, token = table.greedy_path(
             rows, compiled.vocabulary.size, tokens, parents, line, number, epoch, -1 if left is None else left,
             compiled._advance_token, compiled.mask_words, compiled.tokens_to_finish)
@@ -261,13 +258,32 @@ class Matcher:
         return path, None if token == FINISHED else token
 
     def accept_tokens(self, token_ids) -> int:
-        """Accept tokens in order until one is forbidden; returns how many were accepted."""
-        count = 0
-        for token_id in token_ids:
-            if not self.accept_token(int(token_id)):
-                break
+        """Accept tokens in order until one is forbidden; returns how many were accepted. The
+        text tokens are stepped in one native call through the state table."""
+        tokens = [int(token_id) for token_id in token_ids]
+        node = self._node
+        if node.finished or not tokens:
+            return 0
+        compiled = self.compiled
+        table = compiled.table
+        number, epoch = self._numbered(node)
+        states, numbers = table.walk(number, epoch, tokens, compiled.vocabulary.size, compiled._advance_token)
+        for state, after in zip(states, numbers, strict=True):
+            node = _History(state, node, number=after, epoch=epoch)
+        self._node = node
+        count = len(states)
+        # the rest one by one: an end-of-sequence token, or a new epoch begun during the walk
+        while count < len(tokens) and self.accept_token(tokens[count]):
             count += 1
         return count
+
+    def _numbered(self, node: _History) -> tuple[int, int]:
+        """``node``'s state's number in the state table, and the table's epoch it is valid in."""
+        table = self.compiled.table
+        if node.epoch == table.epoch:
+            return node.number, node.epoch
+        epoch = table.epoch
+        return table.number(node.state), epoch
 
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` accepted tokens."""
@@ -291,9 +307,13 @@ class Matcher:
 
     def forced_tokens(self) -> list[int]:
         """Canonical tokenization of the bytes every continuation must start with."""
-        if self._node.finished:
+        node = self._node
+        if node.finished:
             return []
-        return list(self.compiled.forced_tokens(self._node.state))
+        compiled = self.compiled
+        number, epoch = self._numbered(node)
+        found = compiled.table.forced(number, epoch, compiled.forced_tokens)
+        return list(compiled.forced_tokens(node.state) if found is None else found)
 
 
 def numpy_view(logits: torch.Tensor) -> np.ndarray | None:
