@@ -14,7 +14,11 @@ state with a uniform step, reading 1-4 units. Each round also hands the trie bui
 (``structspec/tokens/_trie.pyx``) random byte matrices, lengths, rows and offsets: a
 ValueError or arrays, never a crash; and the n-gram source's byte functions
 (``structspec/generation/_ngram.pyx``) random texts, offsets (out of range too), lengths
-(negative too) and token sequences: results that hold what they promise, never a crash.
+(negative too) and token sequences: results that hold what they promise, never a crash. At
+every state of the walk, greedy verification of a random draft tree over random rows (NaN,
+-inf and ties among them; draft tokens out of range too) in the state table
+(:meth:`~structspec.masks.matcher.Matcher.greedy_path`) must choose what brute force does, also
+with a state table small enough to start new epochs in the middle of a walk.
 Failing grammars are printed with the seed to replay.
 """
 
@@ -31,10 +35,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from structspec.masks._states import HANDED_OVER, StateTable
+
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary
 from structspec.generation import _ngram
 from structspec.masks import runner
+from structspec.masks.matcher import Matcher
 from structspec.tokens import _trie
 from structspec.tokens import trie as token_tries
 
@@ -84,7 +91,10 @@ def random_vocabulary(rng: random.Random) -> Vocabulary:
 
 
 def check(compiled: structspec.CompiledGrammar, rng: random.Random, steps: int) -> None:
-    """A random walk with brute-force masks, random ids and random bytes at every state."""
+    """A random walk with brute-force masks, random ids, random bytes and a greedy walk of a
+    random draft tree at every state."""
+    if rng.random() < 0.25:  # epochs begin in the middle of walks
+        compiled.table = StateTable(rng.randint(1, 4), rng.randint(1, 6))
     matcher = compiled.matcher()
     size = compiled.vocabulary.size
     for _ in range(steps):
@@ -93,6 +103,7 @@ def check(compiled: structspec.CompiledGrammar, rng: random.Random, steps: int) 
         mask = [t for t in range(size) if words[t >> 5] >> (t & 31) & 1]
         if mask != allowed:
             raise AssertionError(f"mask {mask} != brute force {allowed} at {matcher.state}")
+        check_greedy_path(matcher, rng)
         for token in (rng.randint(-3, size + 3) for _ in range(4)):
             matcher.copy().accept_token(token)
         data = bytes(rng.randrange(256) for _ in range(rng.randint(0, 12)))
@@ -103,6 +114,43 @@ def check(compiled: structspec.CompiledGrammar, rng: random.Random, steps: int) 
         if not choices:
             return
         matcher.accept_token(rng.choice(choices))
+
+
+def check_greedy_path(matcher: Matcher, rng: random.Random) -> None:
+    """Greedy verification of a random draft tree over random rows: what the state table's
+    walk chooses is what brute force chooses (each row's argmax among the tokens a matcher copy
+    accepts, the main-line child first), up to where it hands the choice over."""
+    size = matcher.compiled.vocabulary.size
+    n = rng.randint(0, 6)
+    parents = [rng.randint(-1, i - 1) for i in range(n)]
+    line = [i for i in range(n) if parents[i] == i - 1]
+    line = line[: next((k for k, i in enumerate(line) if i != k), len(line))]  # a chain from the root
+    scores = [rng.choice([float("nan"), float("-inf"), 1.0, 0.0]) if rng.random() < 0.2 else rng.uniform(-2, 2)
+              for _ in range((n + 1) * size)]
+    rows = np.array(scores, np.float32).reshape(n + 1, size)
+    # half the tokens are their row's argmax (a draft the target agrees with), the rest anything
+    tokens = [int(rows[parents[i] + 1].argmax()) if rng.random() < 0.5 else rng.randint(-2, size + 2)
+              for i in range(n)]
+    walked = matcher.copy()
+    path, token = walked.greedy_path(rows, tokens, parents, line, None)
+    expected, node, reference = [], -1, matcher.copy()
+    while len(expected) < len(path):
+        allowed = [t for t in range(size) if reference.copy().accept_token(t)]
+        best = max(allowed, key=lambda t: (np.isnan(rows[node + 1, t]), rows[node + 1, t], -t))
+        children = [j for j in range(node + 1, n) if parents[j] == node and tokens[j] == best]
+        children.sort(key=lambda j: (j not in line, j))
+        assert children, ("greedy path", tokens, parents, path)
+        expected.append(children[0])
+        reference.accept_token(best)
+        node = children[0]
+    assert path == expected, ("greedy path", tokens, parents, path, expected)
+    if token is not None and token != HANDED_OVER:  # the token after the path, taken too
+        allowed = [t for t in range(size) if reference.copy().accept_token(t)]
+        best = max(allowed, key=lambda t: (np.isnan(rows[node + 1, t]), rows[node + 1, t], -t))
+        assert token == best and not any(parents[j] == node and tokens[j] == best for j in range(n)), (
+            "greedy token", tokens, parents, path, token, best)
+        reference.accept_token(token)
+    assert walked.state == reference.state and walked.num_tokens == reference.num_tokens, ("greedy state", path)
 
 
 def fuzz_builders(rng: random.Random) -> None:
