@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from structspec.generation._chain import draft_round
 from structspec.generation.adaptive import Acceptance, ForwardCost
 from structspec.generation.config import SpecConfig
 from structspec.generation.drafters import BRANCH_KINDS
@@ -110,63 +111,11 @@ class DraftChain:
 
     def draft(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Draft:
         """A draft continuing ``context`` (``matcher`` is a copy of the target's, advanced by
-        the sources along the main line) whose branches are at most ``limit`` tokens deep."""
+        the sources along the main line) whose branches are at most ``limit`` tokens deep (the
+        round's bookkeeping in native code: :func:`~structspec.generation._chain.draft_round`)."""
         result = Draft(end=matcher)
-        quota = {d.name: self.config.max_per_source for d in self.drafters if d.name != "forced"}
-        ranked = sorted(((d, self.acceptance[d.name].probability) for d in self.drafters), key=_rank)
-        free_price = self._forward_price()  # a free source's price, the same for all of them
-        main: list[int] = []  # the main line's tokens
-        sequence = context  # the context and the main line (drafters only read it)
-        round_ = _RoundValue()
-        idle: set[str] = set()  # free sources that proposed nothing since the main line last grew
-        progress = True
-        while progress and len(main) < limit and not matcher.is_finished():
-            progress = False
-            for drafter, acceptance in ranked:
-                name = drafter.name
-                if name in idle:  # asked again on the same text and state, it would propose nothing again
-                    continue
-                if drafter.free:
-                    price, upfront = free_price, 0.0
-                else:  # a model's price changes as it drafts
-                    price, upfront = self._price(drafter), self._upfront(drafter, sequence)
-                room = limit - len(main)
-                if name in quota:
-                    room = round_.worth(acceptance, price, min(room, quota[name]), upfront)
-                if room <= 0 or matcher.is_finished():
-                    continue
-                proposal = drafter.propose(sequence, matcher, room, stats)
-                added = proposal.tokens
-                start, reach = len(main), round_.survival
-                if added:
-                    idle.clear()
-                    if name in quota:
-                        quota[name] -= len(added)
-                    round_.add(len(added), acceptance, price, upfront)
-                    result.extend(added, proposal.qs, name)
-                    main += added
-                    sequence = context + main
-                    progress = True
-                elif not proposal.branches:
-                    if drafter.free:
-                        idle.add(name)
-                    continue
-                for branch in proposal.branches:  # reached when the proposal's tokens before it pass
-                    fork, tokens = start + branch.fork, branch.tokens
-                    chance = reach * acceptance**branch.fork * self.branch_taken[branch.kind].probability
-                    if self._fits(result, fork, tokens, limit) and round_.branch(chance, len(tokens), price):
-                        result.extend(tokens, [None] * len(tokens), name, fork=fork, kind=branch.kind)
-        result.count_into(stats)
+        draft_round(self, context, matcher, limit, stats, result)
         return result
-
-    def _fits(self, result: Draft, fork: int, tokens: list[int], limit: int) -> bool:
-        """Whether a branch of ``tokens`` may hang off the main line after its first ``fork``
-        nodes: the target verifies trees, the branch stays within ``limit`` tokens deep, and
-        it does not start with a token already drafted there."""
-        if not self.branching or not tokens or fork + len(tokens) > limit:
-            return False
-        parent = result.line[fork - 1] if fork else -1
-        return (parent, tokens[0]) not in zip(result.parents, result.tokens, strict=True)
 
     def _price(self, drafter) -> float:
         """A drafted token's cost in verifying forwards: what it adds to the target's forward,
@@ -217,52 +166,6 @@ class DraftChain:
             stats.branches_taken += taken
             if draft.parents[fork] < 0 or draft.parents[fork] in kept:
                 self.branch_taken[kind].update(int(taken), not taken)
-
-
-@dataclass
-class _RoundValue:
-    """A round's expected committed tokens and its cost in verifying forwards, as drafted so far."""
-
-    survival: float = 1.0  # chance that every draft token so far is accepted
-    expected: float = 1.0  # the verified token, plus each draft token's chance of being kept
-    cost: float = 1.0  # the verifying forward, plus paid draft tokens
-
-    def add(self, count: int, acceptance: float, price: float, upfront: float = 0.0) -> None:
-        if count:
-            self.cost += upfront
-        for _ in range(count):
-            self.survival *= acceptance
-            self.expected += self.survival
-            self.cost += price
-
-    def branch(self, chance: float, count: int, price: float) -> bool:
-        """Whether a branch of ``count`` tokens at ``price`` each, all kept with probability
-        ``chance``, raises expected tokens per cost; counts it in when it does."""
-        gain = chance * count
-        if gain * self.cost <= self.expected * price * count:
-            return False
-        self.expected += gain
-        self.cost += price * count
-        return True
-
-    def worth(self, acceptance: float, price: float, most: int = 64, upfront: float = 0.0) -> int:
-        """How many tokens at ``price`` each, after paying ``upfront`` for the first, raise
-        expected tokens per cost, drafted next (at most ``most``: counted no further than the
-        room the caller has); 0 when no count pays for the upfront cost."""
-        survival, expected, cost, count = self.survival, self.expected, self.cost + upfront, 0
-        while count < most:
-            gain = survival * acceptance
-            if gain * cost <= expected * price:
-                break
-            survival, expected, cost, count = gain, expected + gain, cost + price, count + 1
-        return count if expected * self.cost > self.expected * cost else 0
-
-
-def _rank(ranked: tuple) -> tuple[bool, float]:
-    """The order sources are asked in: free ones first, then by estimated acceptance."""
-    drafter, acceptance = ranked
-    bonus = 0.2 if drafter.name == "forced" else 0.0  # taken whole: first unless clearly less accepted
-    return not drafter.free, -(acceptance + bonus)
 
 
 def _first_child(draft: Draft, path: list[int]) -> list[int]:

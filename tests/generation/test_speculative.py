@@ -542,14 +542,14 @@ def test_a_paid_source_with_an_upfront_cost_drafts_the_best_count_or_none(
     """With a cost paid once for its first token (a draft model catching up), the source
     drafts the count within ``most`` that maximizes expected tokens per cost, or nothing when
     no count beats the round without it."""
-    from structspec.generation.chain import _RoundValue
+    from structspec.generation._chain import RoundValue
 
-    round_ = _RoundValue()
+    round_ = RoundValue()
     for a in free:
         round_.add(1, a, 0.0)
 
     def ratio(k: int) -> float:
-        trial = _RoundValue(round_.survival, round_.expected, round_.cost)
+        trial = RoundValue(round_.survival, round_.expected, round_.cost)
         trial.add(k, acceptance, price, upfront)
         return trial.expected / trial.cost
 
@@ -564,14 +564,14 @@ def test_a_paid_source_with_an_upfront_cost_drafts_the_best_count_or_none(
 def test_paid_drafts_stop_where_tokens_per_cost_peaks(acceptance: float, price: float, free: list[float]) -> None:
     """After some free draft tokens, the paid source drafts the count that maximizes expected
     committed tokens per verifying-forward cost."""
-    from structspec.generation.chain import _RoundValue
+    from structspec.generation._chain import RoundValue
 
-    round_ = _RoundValue()
+    round_ = RoundValue()
     for a in free:
         round_.add(1, a, 0.0)
 
     def ratio(k: int) -> float:
-        trial = _RoundValue(round_.survival, round_.expected, round_.cost)
+        trial = RoundValue(round_.survival, round_.expected, round_.cost)
         trial.add(k, acceptance, price)
         return trial.expected / trial.cost
 
