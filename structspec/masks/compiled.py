@@ -16,6 +16,10 @@ Design (the hot path; see docs/masks.md for the measurements behind it):
   their top frames (a schema's keys nested at other depths or under other parents): the mask
   swept from the top frames over an opaque frame is kept per top, unless some token's bytes
   pop into the opaque frame, which stops that sweep.
+* Parse states are numbered in a flat state table (:attr:`CompiledGrammar.table`,
+  :mod:`structspec.masks._states`), which holds the token steps between them and what a
+  decoding round reads by number (forced tokens, finishing costs), so that greedy
+  verification walks a draft tree in one native call.
 
 Masks are packed 32-bit words: bit ``j`` of word ``i`` is token ``32 * i + j``.
 """
@@ -80,8 +84,7 @@ class CompiledGrammar:
         self.n_words = (vocabulary.size + 31) // 32
         self._eos_words = _eos_words(vocabulary, self.n_words)
         self._token_refs = tuple(self._token_ref_set(ref) for ref in self.rules.token_refs)
-        # state -> mask words; (state, token id) -> the state after it; (state, text) -> tokens of the text and
-        # of what it forces
+        # state -> mask words; (state, text) -> tokens of the text and of what it forces
         self._states: BoundedCache[ParseState, np.ndarray] = BoundedCache(
             max_bytes=STATE_CACHE_BYTES, weigh=_mask_bytes)
         # parse states numbered, and the token steps between them (see structspec/masks/_states.pyx)
