@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         "run-state tables, in use": tables_in_use,
         f"move rows ({sum(c.rules.n_states for c in held)} states)":
             sum(c.rules.move_rows.nbytes + c.rules.move_row.nbytes for c in held),
-        "state, step and forced caches' estimate": sum(c._steps.nbytes + c._jumps.nbytes for c in held),
+        "state table and forced caches' estimate": sum(c.table.nbytes + c._jumps.nbytes for c in held),
         f"rule-automata cache, process-wide ({len(_DFA_CACHE)} automata)": _DFA_CACHE.nbytes,
     }
     for name, size in rows.items():
