@@ -17,6 +17,10 @@ in. The table holds no reference to its compiled grammar (whose caches compute a
 not know): the callers pass what computes it, so the two are freed together without the
 cyclic collector.
 
+The GIL is held throughout: a walk costs microseconds and calls Python for whatever the table
+does not know yet (a step, a mask, a finishing cost), so releasing it would only hand the
+interpreter to another thread for as long as that thread's next Python step takes.
+
 Thread safety: a hit (a known step) reads the flat table under the GIL without a lock; it calls
 no Python code, so no other thread runs meanwhile. A miss computes the step in Python (which may
 let other threads run), then, under the table's lock, inserts it only if the epoch has not
