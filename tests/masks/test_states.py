@@ -5,8 +5,10 @@ computed while another thread starts one."""
 from __future__ import annotations
 
 import random
+import sys
 import threading
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -104,3 +106,55 @@ def test_a_step_computed_while_another_thread_starts_an_epoch_is_not_filed() -> 
     after, epoch = table.step(start, 0, table.epoch, advance)  # the other thread's numbering filled epoch 0
     assert epoch == table.epoch >= 1 and table.state(after) == compiled.grammar.initial_state().advance(b"a")
     assert table.steps == 0  # not filed under a number of the old epoch
+
+
+def test_threads_sharing_a_small_table_step_as_the_grammar_does() -> None:
+    """Four threads walk random tokens and greedy draft trees through one compiled grammar whose
+    table is small enough to start a new epoch every few steps (the steps' own Python lets the
+    threads interleave): every state each reaches is the one the grammar's uncached steps give."""
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"c", b'"', b"ab", b" ", b"bc", None], eos_ids=[7])
+    compiled = structspec.compile(Grammar.from_gbnf(r'root ::= "\"" ([a-c ] | "ab"){0,40} "\""'), vocab)
+    compiled.table = StateTable(3, 5)
+    failures: list[str] = []
+
+    def walk(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(30):
+            matcher, state = compiled.matcher(), compiled.grammar.initial_state()
+            for _ in range(30):
+                if rng.random() < 0.3:  # a greedy walk over random rows
+                    n = rng.randint(0, 4)
+                    tokens = [rng.randrange(7) for _ in range(n)]
+                    parents = [i - 1 for i in range(n)]
+                    rows = np.array([[rng.uniform(-1, 1) for _ in range(8)] for _ in range(n + 1)], np.float32)
+                    before = matcher.num_tokens
+                    path, token = matcher.greedy_path(rows, tokens, parents, list(range(n)), None)
+                    taken = [tokens[i] for i in path] + ([token] if token is not None and token >= 0 else [])
+                    for step in taken:
+                        state = compiled._advance_token(state, step)
+                    if matcher.num_tokens != before + len(taken) or matcher.state != state:
+                        failures.append(f"greedy walk {tokens} {path} {token}")
+                        return
+                else:
+                    token = rng.randrange(7)
+                    expected = compiled._advance_token(state, token)
+                    if matcher.accept_token(token) != (expected is not None):
+                        failures.append(f"step {token}")
+                        return
+                    state = state if expected is None else expected
+                if state is None or matcher.is_finished() or matcher.state != state:
+                    if matcher.state != state:
+                        failures.append("state")
+                    break
+
+    threads = [threading.Thread(target=walk, args=(seed,)) for seed in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures and compiled.table.epoch > 10
