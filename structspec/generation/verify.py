@@ -9,8 +9,7 @@ from structspec.generation.chain import Draft
 from structspec.generation.logit_rows import LogitRows
 from structspec.generation.sampling import Sampling
 from structspec.generation.stats import Stats
-from structspec.masks._states import HANDED_OVER
-from structspec.masks.matcher import Matcher
+from structspec.masks.matcher import HANDED_OVER, Matcher
 
 
 def verify(

@@ -17,6 +17,8 @@ from structspec.grammar.parse_state import ParseState
 from structspec.lru import ENTRY_OVERHEAD, MISSING, BoundedCache
 from structspec.masks._states import FINISHED, HANDED_OVER, STALE
 
+__all__ = ["HANDED_OVER", "Matcher", "numpy_view"]
+
 ALLOWED_IDS_ENTRIES = 256  # masks whose allowed ids are kept for a forbidden argmax (see _allowed_argmax)
 ALLOWED_IDS_BYTES = 8 << 20
 
