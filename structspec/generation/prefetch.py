@@ -6,10 +6,12 @@ forward. The native mask core releases the GIL while it sweeps, and compiled gra
 masks per parse state (shared and thread-safe), so the round's own reads then find them ready.
 
 The parse states along the draft's main line are the ones the chain that drafted it went
-through (its matcher's history), so nothing is stepped again here. Only masks not cached yet go
-to the worker: the check along the cached ones (a mask-cache lookup per state) is done in
-place, and when everything is cached -- greedy decoding
-along a path already taken, forced tokens seen before -- no work is handed over at all. A
+through (its matcher's history), so nothing is stepped again here. Only masks not computed yet
+go to the worker: the check along the line is one native call over the states' numbers in the
+compiled grammar's state table, which marks each state whose mask a matcher, the worker or
+greedy verification computed (a hint: a mask the mask cache dropped since is computed again
+where it is read), and when every mask is there -- greedy decoding along a path already
+taken, forced tokens seen before -- no work is handed over at all. A
 hand-over costs thread wake-ups and a share of the GIL while the forward's own Python code runs:
 on a CPU with a small model that was 15% of the time per token for nothing.
 """
@@ -56,27 +58,24 @@ class MaskPrefetch:
             pending.result()
 
 
-def _uncached(matcher: Matcher, n: int) -> tuple[CompiledGrammar, list[ParseState]] | None:
+def _uncached(matcher: Matcher, n: int) -> tuple[CompiledGrammar, list[ParseState], list[int], int] | None:
     """The states along ``matcher``'s last ``n`` tokens and after them, from the first whose
-    mask is not cached on; None when every mask there is cached, or the walk reaches a finished
-    text first (nothing may follow it: no mask to come)."""
-    compiled = matcher.compiled
-    states = matcher.recent_states(n)
-    for at, state in enumerate(states):
-        if state.is_dead_end():
-            return None
-        if compiled.known_mask_words(state) is None:
-            return compiled, states[at:]
-    return None
+    mask was not computed yet, with their numbers in the state table and its epoch (read in one
+    native call: :meth:`Matcher.states_to_mask`); None when every mask there was, or the walk
+    reaches a finished text first (nothing may follow it: no mask to come)."""
+    found = matcher.states_to_mask(n)
+    return None if found is None else (matcher.compiled, *found)
 
 
-def _masks_along(walks: list[tuple[CompiledGrammar, list[ParseState]]]) -> None:
-    """Fill the caches; a grammar error is left for the round's own read to raise."""
-    for compiled, states in walks:
+def _masks_along(walks: list[tuple[CompiledGrammar, list[ParseState], list[int], int]]) -> None:
+    """Fill the caches and mark the masks computed in the state table; a grammar error is left
+    for the round's own read to raise."""
+    for compiled, states, numbers, epoch in walks:
         try:
-            for state in states:
+            for state, number in zip(states, numbers, strict=True):
                 if state.is_dead_end():
                     break
                 compiled.mask_words(state)
+                compiled.table.mark_masked(number, epoch)
         except GrammarError:
             continue

@@ -67,6 +67,7 @@ cdef class StateTable:
     cdef object _lock
     cdef double* _cost  # by number: tokens to finish (NaN: not asked yet)
     cdef unsigned char* _finished  # by number: the text is complete and nothing may follow
+    cdef unsigned char* _masked  # by number: its mask was computed in this epoch (a hint: the mask cache may drop it)
 
     def __cinit__(self, Py_ssize_t max_states=4096, Py_ssize_t max_steps=4096):
         if max_states < 1 or max_steps < 1:
@@ -80,7 +81,9 @@ cdef class StateTable:
         self._next = <int32_t*>PyMem_Malloc(self._slots * sizeof(int32_t))
         self._cost = <double*>PyMem_Malloc(max_states * sizeof(double))
         self._finished = <unsigned char*>PyMem_Malloc(max_states)
-        if self._keys == NULL or self._next == NULL or self._cost == NULL or self._finished == NULL:
+        self._masked = <unsigned char*>PyMem_Malloc(max_states)
+        if (self._keys == NULL or self._next == NULL or self._cost == NULL or self._finished == NULL
+                or self._masked == NULL):
             raise MemoryError("no memory for a state table")
         self._lock = threading.Lock()
         self._numbers = {}
@@ -93,6 +96,7 @@ cdef class StateTable:
         PyMem_Free(self._next)
         PyMem_Free(self._cost)
         PyMem_Free(self._finished)
+        PyMem_Free(self._masked)
 
     cdef void _clear(self) noexcept:
         memset(self._keys, 0xFF, self._slots * sizeof(int64_t))  # every key _EMPTY
@@ -111,7 +115,7 @@ cdef class StateTable:
     @property
     def nbytes(self) -> int:
         """Bytes of the flat arrays (the numbered states' own objects are the caches')."""
-        return self._slots * (sizeof(int64_t) + sizeof(int32_t)) + self._max_states * (sizeof(double) + 1)
+        return self._slots * (sizeof(int64_t) + sizeof(int32_t)) + self._max_states * (sizeof(double) + 2)
 
     def number(self, state) -> int:
         """``state``'s number in the current epoch (given now if it has none)."""
@@ -133,6 +137,7 @@ cdef class StateTable:
         self._forced.append(None)
         self._cost[number] = NAN
         self._finished[number] = state.accepting and not state.heads
+        self._masked[number] = False
         self._numbers[state] = number
         return number
 
@@ -238,6 +243,26 @@ cdef class StateTable:
             self._forced[number] = found
         return found
 
+    def first_unmasked(self, list numbers, Py_ssize_t epoch) -> int:
+        """The index of the first of ``numbers`` (states numbered in ``epoch``) whose mask was not
+        computed in this epoch (see :meth:`mark_masked`); -1 when every one was, when a state
+        before it completes the text (no mask comes after it), or when ``epoch`` is over."""
+        cdef Py_ssize_t index, number
+        if epoch != self.epoch:
+            return -1
+        for index in range(len(numbers)):
+            number = numbers[index]
+            if not 0 <= number < len(self._states) or self._finished[number]:
+                return -1
+            if not self._masked[number]:
+                return index
+        return -1
+
+    def mark_masked(self, Py_ssize_t number, Py_ssize_t epoch) -> None:
+        """Note that the mask of the state numbered ``number`` in ``epoch`` was computed."""
+        if epoch == self.epoch and 0 <= number < len(self._states):
+            self._masked[number] = True
+
     def walk(self, Py_ssize_t number, Py_ssize_t epoch, list tokens, Py_ssize_t size, advance) -> tuple:
         """``(states, numbers)``: the parse states after each of ``tokens`` in turn from the
         state numbered ``number`` in ``epoch``, and their numbers, up to the first token the
@@ -309,9 +334,11 @@ cdef class StateTable:
                 if now != epoch:
                     return path, states, numbers, HANDED_OVER
                 if after == FORBIDDEN:  # the argmax is forbidden here (or an end of sequence): mask the row
-                    words = words_of(self._states[number])
+                    words = words_of(self._states[number])  # Python: other threads may run
                     if words.shape[0] < (size + 31) >> 5:
                         return path, states, numbers, HANDED_OVER
+                    if self.epoch == epoch:
+                        self._masked[number] = True
                     best = _masked_argmax(row, size, &words[0])
                     if best < 0:
                         return path, states, numbers, HANDED_OVER

@@ -95,9 +95,12 @@ class Matcher:
     # -- masks -----------------------------------------------------------------------------
     def mask_words(self) -> np.ndarray:
         """Packed uint32 mask words of the allowed tokens (shared: do not modify)."""
-        if self._node.finished:
+        node = self._node
+        if node.finished:
             return _no_tokens(self.compiled.n_words)
-        return self.compiled.mask_words(self._node.state)
+        words = self.compiled.mask_words(node.state)
+        self.compiled.table.mark_masked(*self._numbered(node))  # a prefetch need not compute it again
+        return words
 
     def allowed_mask(self) -> torch.Tensor:
         """Bool tensor ``[vocab_size]``: True for tokens that keep the output valid."""
@@ -306,6 +309,27 @@ class Matcher:
             states.append(node.state)
             node = node.previous
         return states[::-1]
+
+    def states_to_mask(self, n: int) -> tuple[list[ParseState], list[int], int] | None:
+        """The states along the last ``n`` accepted tokens and after them, from the first whose
+        mask the compiled grammar's state table has not seen computed on, with their numbers and
+        the table's epoch (see :meth:`~structspec.masks._states.StateTable.first_unmasked`);
+        None when none is left, or a finished text comes first. For a worker to compute those
+        masks ahead of their reads (and mark them)."""
+        if not 0 <= n <= self._node.length:
+            raise ValueError(f"cannot look back {n} tokens: only {self._node.length} were accepted")
+        table = self.compiled.table
+        epoch = table.epoch
+        nodes, node = [], self._node
+        for _ in range(n + 1):
+            nodes.append(node)
+            node = node.previous
+        nodes.reverse()
+        numbers = [node.number if node.epoch == epoch else table.number(node.state) for node in nodes]
+        at = table.first_unmasked(numbers, epoch)
+        if at < 0:
+            return None
+        return [node.state for node in nodes[at:]], numbers[at:], epoch
 
     def forced_tokens(self) -> list[int]:
         """Canonical tokenization of the bytes every continuation must start with."""

@@ -84,8 +84,8 @@ def _uncached_by_matcher(matcher, tokens):
 @given(st.lists(st.integers(0, 5), max_size=3), st.lists(st.integers(0, 5), max_size=8),
        st.lists(st.integers(0, 5), max_size=8))
 def test_the_walk_along_the_matchers_states_stops_where_a_matcher_would(start, cached, walk) -> None:
-    """Along the states a matcher went through: from the first state without a cached mask,
-    or nothing where every mask is cached or a finished text comes first."""
+    """Along the states a matcher went through: from the first state whose mask no matcher
+    computed yet, or nothing where every mask was or a finished text comes first."""
     from structspec.generation.prefetch import _uncached
 
     vocab = Vocabulary.from_token_bytes([b"a", b"b", b"ab", b"{", b"}", None], eos_ids=[5])
