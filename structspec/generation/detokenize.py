@@ -21,15 +21,13 @@ class TextAssembler:
 
     def add(self, token_ids: list[int]) -> str:
         """The newly completed text after ``token_ids``."""
-        parts = []
-        for token_id in token_ids:
-            spelled = self.vocabulary.token_bytes[token_id]
-            if spelled is None:
-                if token_id in self.vocabulary.eos_ids:
-                    continue
-                spelled = self.tokenizer.decode([token_id]).encode("utf-8")
-            parts.append(self._decoder.decode(spelled))
-        piece = "".join(parts)
+        token_bytes = self.vocabulary.token_bytes
+        spelled = [token_bytes[token_id] for token_id in token_ids]
+        if None in spelled:  # end of sequence (nothing), control tokens (their tokenizer text)
+            eos_ids = self.vocabulary.eos_ids
+            spelled = [b"" if token_id in eos_ids else self.tokenizer.decode([token_id]).encode("utf-8")
+                       if data is None else data for token_id, data in zip(token_ids, spelled, strict=True)]
+        piece = self._decoder.decode(b"".join(spelled))  # incremental: the same text as token by token
         self.pieces.append(piece)
         return piece
 
