@@ -44,30 +44,7 @@ def verify(
     :mod:`structspec.generation.budget` on; each position's token, drafted or sampled, is
     then replaced when it would leave too little room to finish (``None``: no guard).
     """
-    timer = stats.timing("mask")
-    path: list[int] = []
-    if sampling.greedy and draft.qs.count(None) == len(draft.qs):  # one native call, where the rows allow
-        with timer:
-            walked = logits.greedy_path(matcher, draft.tokens, draft.parents, draft.line, left)
-        if walked is not None:
-            path, token = walked
-            if token != HANDED_OVER:
-                return path, token
-    return _walk(logits, draft, matcher, sampling, rng, stats, left, path)
 
-
-def _walk(
-    logits: LogitRows,
-    draft: Draft,
-    matcher: Matcher,
-    sampling: Sampling,
-    rng: torch.Generator,
-    stats: Stats,
-    left: int | None,
-    path: list[int],
-) -> tuple[list[int], int | None]:
-    """:func:`verify`'s walk in Python, from the end of ``path`` (nodes already accepted, the
-    matcher advanced along them by the native walk, or none)."""
     timer = stats.timing("mask")
     greedy = sampling.greedy
 
@@ -111,10 +88,18 @@ def _walk(
         return token
 
     tokens, qs, line, end = draft.tokens, draft.qs, draft.line, draft.end
+    path: list[int] = []
     # While the path is the main line's start, a main-line token is taken over from the matcher
-    # the chain drafted with (Matcher.follow) instead of stepped again (not after a native walk:
-    # the matcher then holds history nodes of its own).
-    on_line = end is not None and bool(line) and not path
+    # the chain drafted with (Matcher.follow) instead of stepped again.
+    on_line = end is not None and bool(line)
+    if greedy and qs.count(None) == len(qs):  # the walk in one native call, where the rows allow
+        with timer:
+            walked = logits.greedy_path(matcher, tokens, draft.parents, line, left)
+        if walked is not None:
+            path, token = walked
+            if token != HANDED_OVER:
+                return path, token
+            on_line = on_line and not path  # the matcher now holds history nodes of its own
     children = draft.children()
     node = path[-1] if path else -1
     while True:
