@@ -217,22 +217,19 @@ class Matcher:
             return _History(state, node, finished=True) if state.accepting else None
         return None if following is None else _History(following, node, number=after, epoch=now)
 
-    def follow(self, other: Matcher, ahead: int, tokens: int = 1) -> bool:
-        """Advance by ``tokens`` tokens to where ``other`` stood ``ahead`` tokens before its
-        current point, taking over its history nodes (nothing is stepped: a draft's matcher
-        already went this way), when ``other`` went through this matcher's current point; False
-        (and no change) when it did not."""
+    def follow(self, other: Matcher, ahead: int) -> bool:
+        """Advance by one token to where ``other`` stood ``ahead`` tokens before its current
+        point, taking over its history node (nothing is stepped: a draft's matcher already went
+        this way), when ``other`` went through this matcher's current point; False (and no
+        change) when it did not."""
         node = other._node
-        if tokens < 1 or not 0 <= ahead <= node.length - self._node.length - tokens:
+        if not 0 <= ahead < node.length - self._node.length:
             return False
         for _ in range(ahead):
             node = node.previous
-        target = node
-        for _ in range(tokens):
-            node = node.previous
-        if node is not self._node:
+        if node.previous is not self._node:
             return False
-        self._node = target
+        self._node = node
         return True
 
     def greedy_path(
