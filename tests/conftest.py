@@ -12,6 +12,9 @@ with ``from conftest import assets_dir, tokenizer_dir``.
 from __future__ import annotations
 
 import os
+import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,3 +57,18 @@ def encoded_spans(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
 
     monkeypatch.setattr(drafters, "_encode", counted)
     return encoded
+
+
+def run_interleaved(target: Callable[[int], object], seeds: range | list[int]) -> None:
+    """Run ``target(seed)`` for each seed in a thread of its own, all at once, with the
+    interpreter switching threads as often as it can (restored afterwards)."""
+    threads = [threading.Thread(target=target, args=(seed,)) for seed in seeds]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)

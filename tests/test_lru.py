@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections import OrderedDict
 
 import pytest
+from conftest import run_interleaved
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -195,16 +195,7 @@ def test_threads_never_see_a_wrong_value_and_keep_the_bounds(seeds, max_entries,
             if i % 400 == 0:
                 cache.reweigh()
 
-    threads = [threading.Thread(target=hammer, args=(seed,)) for seed in seeds]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_interleaved(hammer, seeds)
     assert not wrong
     assert cache.nbytes == sum(v[0] % 53 + 1 for v in cache.values())
     assert len(cache) == 1 or (len(cache) <= max_entries and cache.nbytes <= max_bytes)

@@ -5,11 +5,11 @@ computed while another thread starts one."""
 from __future__ import annotations
 
 import random
-import sys
 import threading
 
 import numpy as np
 import pytest
+from conftest import run_interleaved
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from structspec.masks._states import FORBIDDEN, STALE, StateTable
@@ -147,14 +147,5 @@ def test_threads_sharing_a_small_table_step_as_the_grammar_does() -> None:
                         failures.append("state")
                     break
 
-    threads = [threading.Thread(target=walk, args=(seed,)) for seed in range(4)]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_interleaved(walk, range(4))
     assert not failures and compiled.table.epoch > 10
