@@ -96,7 +96,9 @@ def decode(target: CachedModel, run: Decoding, prefetch: MaskPrefetch) -> Iterat
     and sets ``stats.stop_reason``. The masks each round reads (at the committed text and along
     the draft's main line) are computed by ``prefetch``'s worker thread during the forward (the
     caller's, kept across generations: a worker started and joined per generation cost about
-    0.1-0.2 ms of each); none is left running when the loop ends or is closed."""
+    0.1-0.2 ms of each); none is left running when the loop ends or is closed. ``target``'s
+    cache is not trimmed to the accepted branch after the last round (see
+    :meth:`~structspec.generation.cache.CachedModel.keep`): it is the generation's own."""
     stats = run.stats
     try:
         while not run.done:
@@ -110,7 +112,8 @@ def decode(target: CachedModel, run: Decoding, prefetch: MaskPrefetch) -> Iterat
             stats.seconds["mask"] += time.perf_counter() - start - seconds  # waiting for the masks
             length = len(run.sequence)
             path, committed = run.commit(logits, draft)
-            target.keep(length, path)
+            if not run.done:  # after the last round nothing reads the cache: its branches stay
+                target.keep(length, path)
             if run.chain is not None:
                 run.chain.forward.add(len(draft.tokens) + 1, seconds)
             yield committed

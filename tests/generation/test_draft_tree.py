@@ -333,3 +333,37 @@ def test_verify_taking_over_the_drafts_matcher_is_stepping_again(data, greedy: b
             out = str(exc)
         results.append((out, matcher.state, matcher.num_tokens, matcher.is_finished(), stats.budget_cuts))
     assert results[0] == results[1] == results[2] == results[3]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 70), min_size=1, max_size=4), st.data())
+def test_layers_of_other_shapes_grow_and_move_in_their_own_arenas(feeds: list[int], data) -> None:
+    """A cache whose layers' states differ in shape (the second layer's values narrower, as in
+    attention whose values have their own head size): every layer holds what it was fed across
+    the arenas' growth, and a move copies the same entries in every layer."""
+    from structspec.generation.cache import _Arenas, _growing_layer
+
+    arenas = _Arenas(2)
+    layers = [_growing_layer()(arenas, index) for index in range(2)]
+    shapes = [((1, 2, 4), (1, 2, 4)), ((1, 2, 4), (1, 2, 3))]  # (batch, heads, width) of keys, values
+    generator = torch.Generator().manual_seed(len(feeds))
+    fed = [[torch.empty(1, 2, 0, width) for *_, width in pair] for pair in shapes]
+    for count in feeds:
+        for layer, pair, held in zip(layers, shapes, fed, strict=True):
+            states = [torch.randn(*shape[:-1], count, shape[-1], generator=generator) for shape in pair]
+            layer.update(*states)
+            for k in range(2):
+                held[k] = torch.cat([held[k], states[k]], dim=-2)
+    assert len(arenas.all) == 2  # the keys of both layers and the first layer's values share one
+    total = sum(feeds)
+    for layer, held in zip(layers, fed, strict=True):
+        assert torch.equal(layer.keys, held[0]) and torch.equal(layer.values, held[1])
+    count = data.draw(st.integers(1, total))
+    source = data.draw(st.integers(0, total - count))
+    to = data.draw(st.integers(0, source))
+    for arena in arenas.all:
+        arena.move(source, to, count)
+    for layer, held in zip(layers, fed, strict=True):
+        for entries, expected in zip((layer.keys, layer.values), held, strict=True):
+            assert torch.equal(entries.narrow(-2, to, count), expected.narrow(-2, source, count))
+            assert torch.equal(entries.narrow(-2, 0, to), expected.narrow(-2, 0, to))
