@@ -57,7 +57,10 @@ class ForcedDrafter:
 
     def propose(self, context: list[int], matcher: Matcher, limit: int, stats: Stats) -> Proposal:
         with stats.timing("mask"):
-            tokens = matcher.forced_tokens()[:limit]
+            tokens = matcher.forced_tokens()
+            if not tokens:  # most calls: a round asks again after each source that added tokens
+                return Proposal()
+            tokens = tokens[:limit]
             taken = matcher.accept_tokens(tokens)
         return Proposal(tokens[:taken], [None] * taken)
 
