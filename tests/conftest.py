@@ -45,17 +45,17 @@ def tokenizer_dir(name: str) -> Path:
 
 @pytest.fixture
 def encoded_spans(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
-    """The spans the n-gram sources tokenize from here on, in order (``drafters._encode`` calls)."""
-    from structspec.generation import drafters
+    """The spans the n-gram sources tokenize from here on, in order (``NgramDrafter._encode_span`` calls)."""
+    from structspec.generation.drafters import NgramDrafter
 
     encoded: list[bytes] = []
-    encode = drafters._encode
+    encode = NgramDrafter._encode_span
 
-    def counted(vocabulary, span: bytes) -> list[int]:
+    def counted(drafter: NgramDrafter, vocabulary, span: bytes) -> list[int]:
         encoded.append(span)
-        return encode(vocabulary, span)
+        return encode(drafter, vocabulary, span)
 
-    monkeypatch.setattr(drafters, "_encode", counted)
+    monkeypatch.setattr(NgramDrafter, "_encode_span", counted)
     return encoded
 
 

@@ -11,8 +11,10 @@ Exact: ``tests/generation/test_ngram.py`` checks every function against a byte-b
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp
+
+from structspec.generation.proposal import Branch, Proposal
 
 cdef extern from *:
     """
@@ -150,19 +152,35 @@ cdef Py_ssize_t _scan(const unsigned char* text, Py_ssize_t size, Py_ssize_t len
     return count
 
 
-cdef list _occurrences(bytes data, Py_ssize_t length, Py_ssize_t most, bint word_start):
-    """Offsets just after the earlier occurrences (ending before the last byte, overlaps
-    allowed) of the ``length``-byte suffix of ``data``, latest first: among the latest
-    ``MAX_SCANNED`` occurrences, at most ``most``; with ``word_start`` only those that start
-    the text or follow a byte that is not a letter or digit."""
+cdef Py_ssize_t _occurrences(const unsigned char* text, Py_ssize_t size, Py_ssize_t length, Py_ssize_t most,
+                             bint word_start, Py_ssize_t* hits) noexcept nogil:
+    """Fill ``hits`` with the offsets just after the earlier occurrences (ending before the last
+    byte, overlaps allowed) of the ``length``-byte suffix of the text, latest first: among the
+    latest ``MAX_SCANNED`` occurrences, at most ``most``; with ``word_start`` only those that
+    start the text or follow a byte that is not a letter or digit. Returns how many."""
+    if not 1 <= length <= size:
+        return 0
+    return _scan(text, size, length, min(most, _MAX_SCANNED), word_start, hits)
+
+
+cdef Py_ssize_t _lookup(bytes data, Py_ssize_t written, Py_ssize_t min_bytes, Py_ssize_t max_bytes,
+                        Py_ssize_t* hits) noexcept:
+    """:func:`lookup` into ``hits`` (room for ``MAX_SCANNED``); returns how many."""
     cdef const unsigned char* text = <const unsigned char*>PyBytes_AS_STRING(data)
     cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
-    cdef Py_ssize_t hits[_MAX_SCANNED]
-    cdef Py_ssize_t count = 0
-    if 1 <= length <= size:
-        with nogil:
-            count = _scan(text, size, length, min(most, _MAX_SCANNED), word_start, hits)
-    return [hits[index] for index in range(count)]
+    cdef Py_ssize_t top = min(max_bytes, size - 1)
+    cdef Py_ssize_t length = min(min_bytes, written) if written else min_bytes
+    cdef Py_ssize_t longest = 0, found
+    cdef Py_ssize_t probe[1]
+    with nogil:
+        while length < min_bytes:  # the value being written: a word start, one length after another
+            if length > top or not _occurrences(text, size, length, 1, True, probe):
+                return _occurrences(text, size, longest, _MAX_SCANNED, longest < min_bytes, hits) if longest else 0
+            longest, length = length, length + 1
+        found = _longest_repeated_suffix(text, size, length, top)
+        if found:
+            longest = found
+        return _occurrences(text, size, longest, _MAX_SCANNED, longest < min_bytes, hits) if longest else 0
 
 
 def lookup(bytes data, Py_ssize_t written, Py_ssize_t min_bytes, Py_ssize_t max_bytes) -> list:
@@ -170,53 +188,103 @@ def lookup(bytes data, Py_ssize_t written, Py_ssize_t min_bytes, Py_ssize_t max_
     ``max_bytes`` long) found earlier in it (the latest ``MAX_SCANNED``, latest first); a
     suffix shorter than ``min_bytes`` counts only as the whole value being written
     (``written`` bytes, see :func:`value_length`), found where it starts a word."""
-    cdef const unsigned char* text = <const unsigned char*>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
-    cdef Py_ssize_t top = min(max_bytes, size - 1)
-    cdef Py_ssize_t length = min(min_bytes, written) if written else min_bytes
-    cdef Py_ssize_t longest = 0, found
-    while length < min_bytes:  # the value being written: a word start, one length after another
-        if length > top or not _occurrences(data, length, 1, True):
-            return _occurrences(data, longest, MAX_SCANNED, longest < min_bytes) if longest else []
-        longest, length = length, length + 1
-    with nogil:
-        found = _longest_repeated_suffix(text, size, length, top)
-    if found:
-        longest = found
-    return _occurrences(data, longest, MAX_SCANNED, longest < min_bytes) if longest else []
+    cdef Py_ssize_t hits[_MAX_SCANNED]
+    cdef Py_ssize_t count = _lookup(data, written, min_bytes, max_bytes, hits)
+    return [hits[index] for index in range(count)]
+
+
+cdef Py_ssize_t _agreed(const unsigned char* text, Py_ssize_t size, const Py_ssize_t* starts, Py_ssize_t count,
+                        Py_ssize_t span_bytes, Py_ssize_t* first) noexcept nogil:
+    """The length of the longest prefix shared by the ``span_bytes`` after each offset of
+    ``starts`` (clamped to the text), which starts at ``first[0]``."""
+    cdef Py_ssize_t other, shared, k, index
+    first[0] = min(max(starts[0], 0), size)
+    shared = min(span_bytes, size - first[0])
+    for index in range(1, count):
+        other = min(max(starts[index], 0), size)
+        if size - other < shared:
+            shared = size - other
+        k = 0
+        while k < shared and text[first[0] + k] == text[other + k]:
+            k += 1
+        shared = k
+    return max(shared, 0)
+
+
+cdef Py_ssize_t* _offsets(list starts) except NULL:
+    """``starts`` as a C array (at least one slot; the caller frees it)."""
+    cdef Py_ssize_t index, count = len(starts)
+    cdef Py_ssize_t* offsets = <Py_ssize_t*>malloc(max(count, 1) * sizeof(Py_ssize_t))
+    if offsets == NULL:
+        raise MemoryError()
+    for index in range(count):
+        offsets[index] = starts[index]
+    return offsets
 
 
 def agreed_continuation(bytes data, list starts, Py_ssize_t span_bytes) -> bytes:
     """The longest prefix shared by the ``span_bytes`` after each offset of ``starts``."""
-    cdef const unsigned char* text = <const unsigned char*>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
-    cdef Py_ssize_t first, other, shared, k
+    cdef Py_ssize_t first, shared
+    cdef Py_ssize_t* offsets
     if not starts:
         return b""
-    first = min(max(<Py_ssize_t>starts[0], 0), size)
-    shared = min(span_bytes, size - first)
-    for index in range(1, len(starts)):
-        other = min(max(<Py_ssize_t>starts[index], 0), size)
-        if size - other < shared:
-            shared = size - other
-        k = 0
-        while k < shared and text[first + k] == text[other + k]:
-            k += 1
-        shared = k
-    return PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + first, max(shared, 0))
+    offsets = _offsets(starts)
+    shared = _agreed(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), offsets, len(starts),
+                     span_bytes, &first)
+    free(offsets)
+    return PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + first, shared)
+
+
+cdef Py_ssize_t _first_word_end(const unsigned char* text, Py_ssize_t size, const Py_ssize_t* starts,
+                                Py_ssize_t count) noexcept nogil:
+    """The first offset of ``starts`` (clamped to the text) where a word ends; -1 when none."""
+    cdef Py_ssize_t index, at
+    for index in range(count):
+        at = min(max(starts[index], 0), size)
+        if _ends_word(text + at, min(2, size - at)):
+            return at
+    return -1
 
 
 def first_word_end(bytes data, list starts) -> bytes:
     """The two bytes at the first offset of ``starts`` where a word ends (:func:`ends_word`);
     empty when a word ends at none."""
-    cdef const unsigned char* text = <const unsigned char*>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t size = PyBytes_GET_SIZE(data), at, width
-    for start in starts:
-        at = min(max(<Py_ssize_t>start, 0), size)
-        width = min(2, size - at)
-        if _ends_word(text + at, width):
-            return PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + at, width)
-    return b""
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data), at
+    cdef Py_ssize_t* offsets = _offsets(starts)
+    at = _first_word_end(<const unsigned char*>PyBytes_AS_STRING(data), size, offsets, len(starts))
+    free(offsets)
+    return b"" if at < 0 else PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + at, min(2, size - at))
+
+
+cdef Py_ssize_t _line_end(const unsigned char* text, Py_ssize_t size) noexcept nogil:
+    cdef Py_ssize_t at
+    for at in range(size):
+        if text[at] == 10 or text[at] == 13:
+            return at
+    return -1
+
+
+def line_end(bytes span) -> int:
+    """The offset of the first line break (``\\n`` or ``\\r``) in ``span``; -1 when none."""
+    return _line_end(<const unsigned char*>PyBytes_AS_STRING(span), PyBytes_GET_SIZE(span))
+
+
+cdef Py_ssize_t _word_cut(const unsigned char* text, Py_ssize_t size, Py_ssize_t start) noexcept nogil:
+    cdef Py_ssize_t at
+    for at in range(max(start, 1), size):
+        if text[at] == 32 and not _is_space(text[at - 1]):
+            return at
+    return -1
+
+
+def word_cut(bytes span, Py_ssize_t start) -> int:
+    """The first offset from ``start`` on where a space follows a byte that is not whitespace
+    (-1: none). Tokenizers split text into words before they merge bytes into tokens, and a word
+    does not run on into the space after it (byte-level BPE's words take the space before them,
+    SentencePiece's pieces their ``▁``; the bundled models' tokenizer splits at every space), so
+    the tokens of ``span[:cut]`` are the first tokens of ``span``'s. A tokenizer for which this
+    does not hold gets other drafts, verified as exactly as any."""
+    return _word_cut(<const unsigned char*>PyBytes_AS_STRING(span), PyBytes_GET_SIZE(span), start)
 
 
 cdef class ContextText:
@@ -237,7 +305,7 @@ cdef class ContextText:
     def __dealloc__(self):
         free(self._ends)
 
-    def sync(self, list context, token_bytes) -> bytes:
+    cpdef bytes sync(self, list context, token_bytes):
         """The text of ``context`` (``token_bytes[id]``: a token's bytes, ``None`` for none)."""
         cdef list ids = self._ids
         cdef Py_ssize_t have = len(ids), want = len(context), keep = 0, end, index
@@ -266,3 +334,195 @@ cdef class ContextText:
             ids.append(token)
         self._data = self._data + b"".join(pieces)
         return self._data
+
+
+cdef enum:
+    _MAX_BRANCHES = 3  # value ends proposed per n-gram draft
+    _MAX_ALTERNATIVES = 3  # continuations drafted side by side where the text's occurrences disagree
+    _BYTES_PER_TOKEN = 3  # bytes of a span tokenized per token wanted, up to the next word's end
+
+MAX_BRANCHES = _MAX_BRANCHES
+MAX_ALTERNATIVES = _MAX_ALTERNATIVES
+BYTES_PER_TOKEN = _BYTES_PER_TOKEN
+
+cdef tuple _NOT_ENCODED = ([], False)
+
+
+cdef class NgramSource:
+    """The n-gram source's proposal in native code, as
+    :class:`~structspec.generation.drafters.NgramDrafter` (its Python face) describes it: the
+    byte work on C arrays, the grammar and the caches asked through their Python methods.
+
+    Why native: the source's Python glue around the byte functions -- slicing the occurrences,
+    grouping them, walking a copied run for its word ends -- was a third of a round's drafting,
+    paid with the caches the target's forward had just evicted (docs/speculative.md, *eleventh
+    pass*)."""
+
+    cdef public Py_ssize_t max_bytes, min_bytes, span_bytes
+    cdef ContextText _text  # the context's bytes, kept across rounds
+    cdef object _encoded  # the spans cache (SpanTokens)
+
+    def __init__(self, Py_ssize_t max_bytes, Py_ssize_t min_bytes, Py_ssize_t span_bytes, spans) -> None:
+        self.max_bytes = max_bytes
+        self.min_bytes = min_bytes
+        self.span_bytes = span_bytes
+        self._text = ContextText()
+        self._encoded = spans
+
+    def _encode_span(self, vocabulary, bytes data) -> list:
+        """Tokens of ``data``; none where a byte of it is spelled by no token."""
+        try:
+            return vocabulary.encode_bytes(data)
+        except ValueError:
+            return []
+
+    def propose(self, list context, matcher, Py_ssize_t limit, stats):
+        """What the source adds after ``context`` (``matcher`` advanced along it): a
+        :class:`~structspec.generation.proposal.Proposal` of at most ``limit`` tokens."""
+        cdef Py_ssize_t hits[_MAX_SCANNED]
+        cdef Py_ssize_t count, written, first, shared, at
+        cdef bytes data, span
+        cdef list run
+        compiled = matcher.compiled
+        vocabulary = compiled.vocabulary
+        token_bytes = vocabulary.token_bytes
+        with stats.timing("draft"):
+            data = self._text.sync(context, token_bytes)
+            written = value_length(data, self.max_bytes)
+            count = _lookup(data, written, self.min_bytes, self.max_bytes, hits)
+            if not count:  # the text holds no earlier occurrence: nothing to copy, no branch
+                return Proposal()
+            shared = _agreed(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), hits, count,
+                             self.span_bytes, &first)
+            span = PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + first, shared)
+            run = self._tokens(span, written, matcher, limit)[:limit] if shared else []
+        with stats.timing("mask"):
+            run = run[: matcher.accept_tokens(run)]
+            if not run:  # the value as written may end where one of its occurrences ends a word
+                at = _first_word_end(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), hits,
+                                     count)
+                span = b"" if at < 0 else data[at : at + 2]
+            branches = _value_ends(run, data[len(data) - written :] if written else b"", span,
+                                   matcher.recent_states(len(run)), compiled, token_bytes)
+            copied = b"".join([token_bytes[token] or b"" for token in run])
+            if written + len(copied):  # inside a value: at its start a key's suffix finds the schema's texts
+                for tokens in self._alternatives(data, hits, count, copied, written, matcher, compiled,
+                                                 limit - len(run)):
+                    branches.append(Branch(len(run), tokens, "alternative"))
+        return Proposal(run, [None] * len(run), branches)
+
+    cdef list _alternatives(self, bytes data, const Py_ssize_t* starts, Py_ssize_t count, bytes copied,
+                            Py_ssize_t written, matcher, compiled, Py_ssize_t limit):
+        """Where the occurrences disagree after the bytes ``copied`` (drafted already) and
+        fall into at most ``MAX_ALTERNATIVES`` groups by the byte that comes next, each
+        group's agreed continuation from there, tokenized as the draft line would be and cut
+        where the grammar (``matcher``, after ``copied``) forbids."""
+        cdef const unsigned char* text = <const unsigned char*>PyBytes_AS_STRING(data)
+        cdef const unsigned char* drafted = <const unsigned char*>PyBytes_AS_STRING(copied)
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(data), length = PyBytes_GET_SIZE(copied)
+        cdef Py_ssize_t groups = 0, index, group, members, first, shared, at
+        cdef unsigned char following[_MAX_ALTERNATIVES]
+        cdef Py_ssize_t group_of[_MAX_SCANNED]
+        cdef Py_ssize_t chosen[_MAX_SCANNED]
+        for index in range(count):
+            at = starts[index]
+            group_of[index] = -1
+            if not 0 <= at <= size - length - 1 or memcmp(text + at, drafted, length) != 0:
+                continue
+            for group in range(groups):
+                if following[group] == text[at + length]:
+                    break
+            else:
+                if groups == _MAX_ALTERNATIVES:
+                    return []  # more ways on than are worth drafting side by side
+                following[groups] = text[at + length]
+                group = groups
+                groups += 1
+            group_of[index] = group
+        if groups < 2:
+            return []
+        alternatives = []
+        for group in range(groups):  # in the order of their latest occurrence
+            members = 0
+            for index in range(count):
+                if group_of[index] == group:
+                    chosen[members] = starts[index]
+                    members += 1
+            shared = _agreed(text, size, chosen, members, self.span_bytes, &first)
+            continuation = PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + first + min(length, shared),
+                                                     max(shared - length, 0))
+            tokens = self._tokens(continuation, written + length, matcher, limit)[:limit]
+            tokens = tokens[: matcher.copy().accept_tokens(tokens)]
+            if tokens:
+                alternatives.append(tokens)
+        return alternatives
+
+    cpdef list _tokens(self, bytes span, Py_ssize_t written, matcher, Py_ssize_t limit):
+        """The tokens of ``span``, of which the caller takes ``limit``: up to its first line break
+        as a closed string value (when the grammar allows the value to end there) with the forced
+        bytes after it, else all but the last token, which the span's end may have cut short.
+        The tokenizer costs about a microsecond a byte and a draft takes a few tokens of a 64-byte
+        span, so only the span's words up to a cut past ``limit`` tokens' worth of bytes
+        (:func:`word_cut`) are tokenized when that gives ``limit`` tokens; and a span is
+        tokenized once per vocabulary (the spans cache is shared by a generator's sequences):
+        rounds often look up the same continuation again (a draft the grammar or the round's
+        budget cut short, a value's alternatives), and prompts share text (a document or schema
+        asked about again). Do not modify the list: it is shared."""
+        cdef const unsigned char* text = <const unsigned char*>PyBytes_AS_STRING(span)
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(span), end = _line_end(text, size), cut
+        cdef list tokens, cached
+        compiled = matcher.compiled
+        if end > 0 or (end == 0 and written):
+            closed = compiled.forced_after(matcher.state, span[:end] + b'"')
+            if closed is not None:
+                return closed
+        cached, whole = self._encoded.get(span, _NOT_ENCODED)
+        if whole or len(cached) >= limit:
+            return cached
+        vocabulary = compiled.vocabulary
+        cut = -1 if cached else _word_cut(text, size, _BYTES_PER_TOKEN * limit)
+        if cut > 0:
+            tokens = self._encode_span(vocabulary, span[:cut])  # all of them: the cut ends a word
+            if len(tokens) >= limit:
+                self._encoded.put(span, (tokens, False))
+                return tokens
+        tokens = self._encode_span(vocabulary, span)
+        tokens = tokens[: len(tokens) - 1] if len(tokens) > 1 else tokens
+        if cached:  # a cut too short for this limit: the whole span's tokens replace it
+            self._encoded.pop(span)
+        self._encoded.put(span, (tokens, True))
+        return tokens
+
+
+cdef list _value_ends(list run, bytes value, bytes text, list states, compiled, token_bytes):
+    """Where a copied value may end instead of going on: the first ``MAX_BRANCHES`` word ends
+    (:func:`ends_word`) of ``text`` (the source text following the value's start ``value``)
+    along ``run`` where the grammar lets the string close, each as the branch closing it after
+    ``run[:fork]`` with the bytes the grammar forces after it (``","date":"``, see
+    :meth:`~structspec.masks.compiled.CompiledGrammar.forced_after`). ``states[f]`` is the parse
+    state after ``run[:f]``."""
+    cdef const unsigned char* source = <const unsigned char*>PyBytes_AS_STRING(text)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(text), n = len(run), fork, at = 0, length
+    cdef bint has_last = PyBytes_GET_SIZE(value) > 0, following = True
+    cdef unsigned char last = (<const unsigned char*>PyBytes_AS_STRING(value))[PyBytes_GET_SIZE(value) - 1] if has_last else 0
+    cdef bytes piece
+    branches = []
+    for fork in range(n + 1):
+        if not following:
+            break  # past the text: a value the run closed itself
+        if has_last and _is_alnum(last) and _ends_word(source + at, size - at):
+            tokens = compiled.forced_after(states[fork], b'"')
+            if tokens:
+                branches.append(Branch(fork, tokens, "end"))
+                if len(branches) == _MAX_BRANCHES:
+                    break
+        if fork < n:
+            piece = token_bytes[run[fork]] or b""
+            length = PyBytes_GET_SIZE(piece)
+            if length > size - at or memcmp(source + at, PyBytes_AS_STRING(piece), length) != 0:
+                following = False
+            elif length:
+                at += length
+                last = (<const unsigned char*>PyBytes_AS_STRING(piece))[length - 1]
+                has_last = True
+    return branches

@@ -9,7 +9,7 @@ import torch
 from structspec.generation._chain import draft_round
 from structspec.generation.adaptive import Acceptance, ForwardCost
 from structspec.generation.config import SpecConfig
-from structspec.generation.drafters import BRANCH_KINDS
+from structspec.generation.proposal import BRANCH_KINDS
 from structspec.generation.stats import SourceStats, Stats
 from structspec.masks.matcher import Matcher
 

@@ -19,7 +19,7 @@ from structspec import compile as compile_grammar
 from structspec.generation.adaptive import DraftModelCost
 from structspec.generation.chain import Draft, DraftChain
 from structspec.generation.config import SpecConfig
-from structspec.generation.drafters import BRANCH_KINDS, Branch, Proposal
+from structspec.generation.proposal import BRANCH_KINDS, Branch, Proposal
 from structspec.generation.stats import Stats
 
 VOCAB = Vocabulary.from_token_bytes([b"a", b"b", b"c", b"ab", None], eos_ids=[4])

@@ -13,15 +13,17 @@ from structspec.generation._ngram import (
     agreed_continuation,
     ends_word,
     first_word_end,
+    line_end,
     longest_repeated_suffix,
     lookup,
     value_length,
+    word_cut,
 )
 
 from structspec import Grammar, Vocabulary
 from structspec import compile as compile_grammar
 from structspec.generation.cache import common_prefix
-from structspec.generation.drafters import ForcedDrafter, NgramDrafter, line_end, span_tokens, word_cut
+from structspec.generation.drafters import ForcedDrafter, NgramDrafter, span_tokens
 from structspec.generation.stats import Stats
 
 SOURCE = b"Name: Lily Stone\nPhone: +44 20 7946 0958\nCity: Leeds\n"
@@ -296,14 +298,12 @@ def test_a_span_tokenized_up_to_a_word_cut_gives_the_whole_span_tokens(texts: li
     whole span less its last token, whether the span was tokenized only up to a word's end or
     whole, asked again with a larger limit or not, for the bundled models' tokenizer, GPT-2's and
     Llama 3's; a span tokenized up to a cut gives the first tokens of the whole span's."""
-    from structspec.generation import drafters
-
     for vocabulary in span_vocabularies():
         matcher = compile_grammar(Grammar.from_gbnf(r'root ::= [^\n]*'), vocabulary).matcher()
         drafter = NgramDrafter(32, 3)
         for text in texts:
             span = text.encode()
-            whole = drafters._encode(vocabulary, span)
+            whole = drafter._encode_span(vocabulary, span)
             whole = whole[:-1] if len(whole) > 1 else whole
             for limit in limits:
                 tokens = drafter._tokens(span, 0, matcher, limit)

@@ -505,7 +505,8 @@ def test_the_draft_model_drafts_only_when_its_catch_up_pays() -> None:
     catching up costs more than its tokens are worth; one whose cache is current is."""
     from structspec.generation.adaptive import DraftModelCost
     from structspec.generation.chain import DraftChain
-    from structspec.generation.drafters import ModelDrafter, Proposal
+    from structspec.generation.drafters import ModelDrafter
+    from structspec.generation.proposal import Proposal
 
     asked = []
 
