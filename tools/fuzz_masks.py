@@ -18,7 +18,9 @@ ValueError or arrays, never a crash; and the n-gram source's byte functions
 every state of the walk, greedy verification of a random draft tree over random rows (NaN,
 -inf and ties among them; draft tokens out of range too) in the state table
 (:meth:`~structspec.masks.matcher.Matcher.greedy_path`) must choose what brute force does, also
-with a state table small enough to start new epochs in the middle of a walk.
+with a state table small enough to start new epochs in the middle of a walk; and the native
+n-gram source (``NgramSource``), given a random context and random bounds, must propose a line
+and branches the grammar accepts where they start, within its room.
 Failing grammars are printed with the seed to replay.
 """
 
@@ -40,6 +42,9 @@ from structspec.masks._states import HANDED_OVER, StateTable
 import structspec
 from structspec import Grammar, GrammarError, Vocabulary
 from structspec.generation import _ngram
+from structspec.generation.drafters import NgramDrafter
+from structspec.generation.proposal import BRANCH_KINDS
+from structspec.generation.stats import Stats
 from structspec.masks import runner
 from structspec.masks.matcher import Matcher
 from structspec.tokens import _trie
@@ -104,6 +109,7 @@ def check(compiled: structspec.CompiledGrammar, rng: random.Random, steps: int) 
         if mask != allowed:
             raise AssertionError(f"mask {mask} != brute force {allowed} at {matcher.state}")
         check_greedy_path(matcher, rng)
+        check_ngram_source(matcher, rng)
         for token in (rng.randint(-3, size + 3) for _ in range(4)):
             matcher.copy().accept_token(token)
         data = bytes(rng.randrange(256) for _ in range(rng.randint(0, 12)))
@@ -114,6 +120,28 @@ def check(compiled: structspec.CompiledGrammar, rng: random.Random, steps: int) 
         if not choices:
             return
         matcher.accept_token(rng.choice(choices))
+
+
+def check_ngram_source(matcher: Matcher, rng: random.Random) -> None:
+    """The native n-gram source on a random context (repeated, so that lookups find it) with
+    random bounds: its line is at most ``limit`` tokens the grammar accepts, in order, and the
+    matcher it was given went along them; each branch starts at a fork along the line and the
+    grammar accepts it there."""
+    size = matcher.compiled.vocabulary.size
+    context = [rng.randrange(size) for _ in range(rng.randint(0, 12))] * rng.randint(1, 3)
+    limit = rng.randint(0, 8)
+    source = NgramDrafter(rng.randint(-2, 40), rng.randint(-2, 6), rng.randint(-2, 70))
+    drafted = matcher.copy()
+    proposal = source.propose(context, drafted, limit, Stats())
+    tokens = proposal.tokens
+    assert len(tokens) <= limit and proposal.qs == [None] * len(tokens), ("n-gram line", context, tokens)
+    replay = matcher.copy()
+    assert replay.accept_tokens(tokens) == len(tokens) and replay.state == drafted.state, ("n-gram line", tokens)
+    for branch in proposal.branches:
+        assert 0 <= branch.fork <= len(tokens) and branch.kind in BRANCH_KINDS, ("n-gram branch", branch)
+        start = matcher.copy()
+        start.accept_tokens(tokens[: branch.fork])
+        assert start.accept_tokens(branch.tokens) == len(branch.tokens), ("n-gram branch", context, branch)
 
 
 def check_greedy_path(matcher: Matcher, rng: random.Random) -> None:

@@ -142,8 +142,8 @@ TEXT = st.lists(st.tuples(WORDS, GLUE), min_size=1, max_size=14).map(lambda pair
 
 
 @settings(max_examples=300, deadline=None)
-@given(text=TEXT, cut=st.integers(0, 40), date=st.booleans(), rooms=st.lists(st.integers(0, 12), min_size=1, max_size=3),
-       grammar=st.integers(0, 1))
+@given(text=TEXT, cut=st.integers(0, 40), date=st.booleans(),
+       rooms=st.lists(st.integers(0, 12), min_size=1, max_size=3), grammar=st.integers(0, 1))
 # a value closed at its line end: the occurrences' texts go on unlike the closing bytes, so no alternative
 @example(text="Town Hall\nLily Stone x\nTown Hall\nLeeds park y", cut=4, date=False, rooms=[16], grammar=0)
 def test_the_native_source_proposes_what_the_python_source_proposed(text, cut, date, rooms, grammar) -> None:
