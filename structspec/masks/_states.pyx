@@ -243,20 +243,40 @@ cdef class StateTable:
             self._forced[number] = found
         return found
 
-    def first_unmasked(self, list numbers, Py_ssize_t epoch) -> int:
-        """The index of the first of ``numbers`` (states numbered in ``epoch``) whose mask was not
-        computed in this epoch (see :meth:`mark_masked`); -1 when every one was, when a state
-        before it completes the text (no mask comes after it), or when ``epoch`` is over."""
-        cdef Py_ssize_t index, number
-        if epoch != self.epoch:
-            return -1
-        for index in range(len(numbers)):
-            number = numbers[index]
-            if not 0 <= number < len(self._states) or self._finished[number]:
-                return -1
-            if not self._masked[number]:
-                return index
-        return -1
+    def unmasked_along(self, node, Py_ssize_t n):
+        """The states of a matcher's history nodes (``previous``, ``state``, and ``number``
+        valid in ``epoch``) from ``n`` steps back to ``node``, from the first whose mask was not
+        computed in this epoch (see :meth:`mark_masked`), with their numbers:
+        ``(states, numbers, epoch)``. None when every one was, when a state before it completes
+        the text (no mask comes after it), or when numbering a state began a new epoch."""
+        cdef Py_ssize_t k, at = -1, epoch = self.epoch, number
+        cdef Py_ssize_t[64] kept
+        cdef Py_ssize_t* numbers = &kept[0]
+        if n >= 64:
+            numbers = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
+        if numbers == NULL:
+            raise MemoryError()
+        try:
+            nodes = [None] * (n + 1)
+            for k in range(n, -1, -1):
+                nodes[k] = node
+                numbers[k] = node.number if node.epoch == epoch else self.number(node.state)
+                node = node.previous
+            if epoch != self.epoch:
+                return None
+            for k in range(n + 1):
+                number = numbers[k]
+                if not 0 <= number < len(self._states) or self._finished[number]:
+                    return None
+                if not self._masked[number]:
+                    at = k
+                    break
+            if at < 0:
+                return None
+            return [nodes[k].state for k in range(at, n + 1)], [numbers[k] for k in range(at, n + 1)], epoch
+        finally:
+            if numbers != &kept[0]:
+                PyMem_Free(numbers)
 
     def mark_masked(self, Py_ssize_t number, Py_ssize_t epoch) -> None:
         """Note that the mask of the state numbered ``number`` in ``epoch`` was computed."""

@@ -310,23 +310,12 @@ class Matcher:
     def states_to_mask(self, n: int) -> tuple[list[ParseState], list[int], int] | None:
         """The states along the last ``n`` accepted tokens and after them, from the first whose
         mask the compiled grammar's state table has not seen computed on, with their numbers and
-        the table's epoch (see :meth:`~structspec.masks._states.StateTable.first_unmasked`);
+        the table's epoch (see :meth:`~structspec.masks._states.StateTable.unmasked_along`);
         None when none is left, or a finished text comes first. For a worker to compute those
         masks ahead of their reads (and mark them)."""
         if not 0 <= n <= self._node.length:
             raise ValueError(f"cannot look back {n} tokens: only {self._node.length} were accepted")
-        table = self.compiled.table
-        epoch = table.epoch
-        nodes, node = [], self._node
-        for _ in range(n + 1):
-            nodes.append(node)
-            node = node.previous
-        nodes.reverse()
-        numbers = [node.number if node.epoch == epoch else table.number(node.state) for node in nodes]
-        at = table.first_unmasked(numbers, epoch)
-        if at < 0:
-            return None
-        return [node.state for node in nodes[at:]], numbers[at:], epoch
+        return self.compiled.table.unmasked_along(self._node, n)
 
     def forced_tokens(self) -> list[int]:
         """Canonical tokenization of the bytes every continuation must start with."""

@@ -149,3 +149,57 @@ def test_threads_sharing_a_small_table_step_as_the_grammar_does() -> None:
 
     run_interleaved(walk, range(4))
     assert not failures and compiled.table.epoch > 10
+
+
+@SETTINGS
+@given(gbnf=_grammars(), vocab=_byte_vocabularies(), seed=st.integers(0, 2**16), states=st.integers(1, 40),
+       back=st.integers(0, 12))
+def test_the_states_left_to_mask_are_those_from_the_first_not_marked(gbnf: str, vocab: Vocabulary, seed: int,
+                                                                     states: int, back: int) -> None:
+    """``Matcher.states_to_mask`` (``StateTable.unmasked_along``): along a random walk with
+    some states' masks marked computed, the states of the last ``back`` steps from the first one
+    not marked, with their numbers; None when all are marked, when a complete text nothing may
+    follow comes first, or when numbering them began an epoch (which forgets the marks) -- also
+    with tables small enough to begin epochs during the walk."""
+    compiled = _compiled(gbnf, vocab)
+    compiled.table = table = StateTable(states, 64)
+    rng = random.Random(seed)
+    matcher = compiled.matcher()
+    marked: set[tuple[int, int]] = set()  # (number, epoch) marked computed
+    for _ in range(rng.randint(0, 12)):
+        allowed = [t for t in range(vocab.size) if t not in vocab.eos_ids and matcher.copy().accept_token(t)]
+        if not allowed:
+            break
+        matcher.accept_token(rng.choice(allowed))
+        if rng.random() < 0.6:
+            number, epoch = table.number(matcher.state), table.epoch
+            table.mark_masked(number, epoch)
+            marked.add((number, epoch))
+    back = min(back, matcher.num_tokens)
+    walked = matcher.recent_states(back)
+    epoch = table.epoch
+    found = matcher.states_to_mask(back)
+    if table.epoch != epoch:  # numbering a state forgotten by an earlier epoch began another
+        assert found is None
+        return
+    numbers = [table.number(state) for state in walked]
+    expected = None
+    for at, state in enumerate(walked):
+        if state.accepting and not state.heads:
+            break
+        if (numbers[at], epoch) not in marked:
+            expected = (walked[at:], numbers[at:], epoch)
+            break
+    assert found == expected
+
+
+def test_a_complete_text_nothing_may_follow_leaves_no_mask_to_compute() -> None:
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", None], eos_ids=[2])
+    compiled = structspec.compile(Grammar.from_gbnf('root ::= "ab"'), vocab)
+    matcher = compiled.matcher()
+    table = compiled.table
+    assert matcher.states_to_mask(0) == ([matcher.state], [table.number(matcher.state)], table.epoch)
+    for token in (0, 1):
+        table.mark_masked(table.number(matcher.state), table.epoch)
+        matcher.accept_token(token)
+    assert matcher.is_finished() and matcher.states_to_mask(2) is None
