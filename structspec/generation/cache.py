@@ -32,8 +32,9 @@ class CachedModel:
         self.width = width
         self.trees = trees  # the caller checked tree_attention(model)
         self.cache = DynamicCache(config=model.config)
-        self._arenas = _Arenas(len(self.cache.layers))
+        self._arenas: _Arenas | None = None  # the growing layers' (see keep)
         if self.cache.layers and all(type(layer) is _dynamic_layer() for layer in self.cache.layers):
+            self._arenas = _Arenas(len(self.cache.layers))
             self.cache.layers = [_growing_layer()(self._arenas, index) for index in range(len(self.cache.layers))]
         self.tokens: list[int] = []
         self._device = next(model.parameters()).device
@@ -120,12 +121,15 @@ class CachedModel:
     def keep(self, length: int, path: list[int]) -> None:
         """After :meth:`tree_logits` over a sequence of ``length`` tokens: keep in the cache
         the sequence and the nodes of ``path`` (node indices, root first), dropping the rest.
-        Kept entries off the main line move into place, a run of consecutive nodes at a time (a
-        slice copied: a branch is one run); nothing before them is copied."""
+        Kept entries off the main line move into place, a run of consecutive nodes at a time (one
+        copy for every layer: see :class:`_Arena`; a branch is one run); nothing before them is
+        copied."""
         if len(self.tokens) == length + len(path):  # every node fed was accepted: all in place already
             return
         for source, to, count in _moves(path):
-            for arena in self._arenas.all:  # the cache's layers: growing ones whenever a tree was fed
+            if self._arenas is None:  # tree_attention(model) holds for growing layers only
+                raise ValueError("only a cache of plain growing layers can keep a branch off the main line")
+            for arena in self._arenas.all:
                 arena.move(length + source, length + to, count)
         kept = [self.tokens[length + i] for i in path]
         if len(self.tokens) > length + len(path):

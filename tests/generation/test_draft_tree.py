@@ -150,7 +150,13 @@ def test_a_model_with_sliding_window_layers_takes_no_tree() -> None:
 
     config = MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                            num_attention_heads=4, num_key_value_heads=2, sliding_window=16)
-    assert not tree_attention(MistralForCausalLM(config))
+    model = MistralForCausalLM(config)
+    assert not tree_attention(model)
+    runner = CachedModel(model, VOCAB)
+    runner.logits([1, 2, 3, 4], 1)
+    runner.keep(2, [0, 1])  # the main line kept: nothing moves
+    with pytest.raises(ValueError, match="plain growing layers"):  # a branch cannot be kept in place
+        runner.keep(1, [1])
 
 
 def _chi_square_p(counts: dict, expected: dict[tuple, float], n: int) -> float:
