@@ -51,6 +51,40 @@ cdef inline uint64_t _mix(int64_t key) noexcept nogil:
     return h ^ (h >> 31)
 
 
+cdef class History:
+    """A node of a matcher's persistent history: the parse state after a token, the node before
+    it (None at the start), whether an end-of-sequence token finished the text there, how many
+    tokens lead to it, and its state's number in the state table (valid in ``epoch``; -1 when
+    not numbered). Native so that the table's walks add the nodes of the tokens they take
+    without running Python code for each."""
+
+    cdef readonly object state
+    cdef readonly History previous
+    cdef readonly bint finished
+    cdef readonly Py_ssize_t length, number, epoch
+
+    def __init__(self, state, History previous, bint finished=False, Py_ssize_t number=-1,
+                 Py_ssize_t epoch=-1) -> None:
+        self.state = state
+        self.previous = previous
+        self.finished = finished
+        self.length = 0 if previous is None else previous.length + 1
+        self.number = number
+        self.epoch = epoch
+
+
+cdef History _after(History node, state, Py_ssize_t number, Py_ssize_t epoch):
+    """The node after ``node`` at ``state``, numbered ``number`` in ``epoch``."""
+    cdef History following = History.__new__(History)
+    following.state = state
+    following.previous = node
+    following.finished = False
+    following.length = node.length + 1
+    following.number = number
+    following.epoch = epoch
+    return following
+
+
 cdef class StateTable:
     """Numbers for the parse states of one compiled grammar, and the known token steps between
     them. A step the table does not know is computed by ``advance(state, token)`` (the parse
@@ -283,13 +317,14 @@ cdef class StateTable:
         if epoch == self.epoch and 0 <= number < len(self._states):
             self._masked[number] = True
 
-    def walk(self, Py_ssize_t number, Py_ssize_t epoch, list tokens, Py_ssize_t size, advance) -> tuple:
-        """``(states, numbers)``: the parse states after each of ``tokens`` in turn from the
-        state numbered ``number`` in ``epoch``, and their numbers, up to the first token the
-        grammar forbids or outside ``[0, size)``, or the first step that finds a new epoch."""
+    def walk(self, History node, Py_ssize_t number, Py_ssize_t epoch, list tokens, Py_ssize_t size,
+             advance) -> History:
+        """The history node after ``tokens`` in turn from ``node``, whose state is numbered
+        ``number`` in ``epoch``, up to the first token the grammar forbids or outside
+        ``[0, size)``, or the first step that finds a new epoch (``node`` itself when that is
+        the first)."""
         cdef Py_ssize_t now
         cdef int32_t after
-        states, numbers = [], []
         for token in tokens:
             if not 0 <= token < size:
                 break
@@ -297,17 +332,18 @@ cdef class StateTable:
             after = self._step(number, token, &now, advance)
             if after < 0 or now != epoch:
                 break
-            states.append(self._states[after])
-            numbers.append(after)
+            node = _after(node, self._states[after], after, epoch)
             number = after
-        return states, numbers
+        return node
 
     def greedy_path(self, const float[:, :] rows, Py_ssize_t size, list tokens, list parents, list line,
-                    Py_ssize_t start, Py_ssize_t epoch, Py_ssize_t left, advance, words_of, cost_of) -> tuple:
+                    History history, Py_ssize_t start, Py_ssize_t epoch, Py_ssize_t left, advance, words_of,
+                    cost_of) -> tuple:
         """Greedy verification of a draft tree, as far as it goes without Python objects:
         ``rows`` the target's float32 rows (row 0 after the committed text, row ``1 + i`` after
         node ``i``) over a vocabulary of ``size`` tokens, the draft's ``tokens``, ``parents``
-        and main ``line``, ``start`` the number of the committed text's state (in ``epoch``),
+        and main ``line``, ``history`` the matcher's node at the committed text and ``start``
+        the number of its state (in ``epoch``),
         ``left`` the tokens the round may produce (-1: no budget guard). ``advance(state,
         token)`` computes a step the table lacks, ``words_of(state)`` a state's mask words,
         ``cost_of(state)`` its tokens to finish.
@@ -316,9 +352,8 @@ cdef class StateTable:
         grammar allows it, else its masked argmax (the first NaN, the lowest id among ties);
         the walk follows the child drafted with the chosen token (the main-line child first,
         then branches in node order) and stops at the first choice no child has. Returns
-        ``(path, states, numbers, token)``: the accepted nodes, root first, the parse states
-        after them and their numbers (in ``epoch``), then ``token`` chosen after them (its
-        state and number last in ``states`` and ``numbers``), or
+        ``(path, history, token)``: the accepted nodes, root first, the history node after
+        them, then ``token`` chosen after them (``history`` is then the node after it), or
         :data:`FINISHED` (the path's last node completed the text), or :data:`HANDED_OVER`
         (the Python walk decides at the path's end: a step the budget guard refuses, an
         end-of-sequence token, a masked row with nothing left, or a stale epoch)."""
@@ -327,10 +362,10 @@ cdef class StateTable:
         cdef int32_t after
         cdef const float* row
         cdef const uint32_t[::1] words
-        path, states, numbers = [], [], []
+        path = []
         if (epoch != self.epoch or len(parents) != n or rows.shape[0] < n + 1 or width < 1
                 or rows.strides[1] != sizeof(float)):
-            return path, states, numbers, HANDED_OVER
+            return path, history, HANDED_OVER
         if size > width:
             size = width
         cdef int64_t* token = <int64_t*>PyMem_Malloc(3 * (n + 1) * sizeof(int64_t))
@@ -352,21 +387,21 @@ cdef class StateTable:
                 now = epoch
                 after = self._step(number, best, &now, advance) if best < size else FORBIDDEN
                 if now != epoch:
-                    return path, states, numbers, HANDED_OVER
+                    return path, history, HANDED_OVER
                 if after == FORBIDDEN:  # the argmax is forbidden here (or an end of sequence): mask the row
                     words = words_of(self._states[number])  # Python: other threads may run
                     if words.shape[0] < (size + 31) >> 5:
-                        return path, states, numbers, HANDED_OVER
+                        return path, history, HANDED_OVER
                     if self.epoch == epoch:
                         self._masked[number] = True
                     best = _masked_argmax(row, size, &words[0])
                     if best < 0:
-                        return path, states, numbers, HANDED_OVER
+                        return path, history, HANDED_OVER
                     after = self._step(number, best, &now, advance)
                     if after < 0 or now != epoch:  # an end of sequence, or the epoch moved on
-                        return path, states, numbers, HANDED_OVER
+                        return path, history, HANDED_OVER
                 if left >= 0 and not self._finish_cost(after, epoch, cost_of) <= left - depth - 1:  # NaN too
-                    return path, states, numbers, HANDED_OVER
+                    return path, history, HANDED_OVER
                 chosen = -1
                 for j in range(node + 1, n):  # a node's children come after it
                     if parent[j] == node and token[j] == best:
@@ -375,13 +410,12 @@ cdef class StateTable:
                             break
                         if chosen < 0:
                             chosen = j
-                states.append(self._states[after])
-                numbers.append(after)
+                history = _after(history, self._states[after], after, epoch)
                 if chosen < 0:
-                    return path, states, numbers, best
+                    return path, history, best
                 path.append(chosen)
                 if self._finished[after]:
-                    return path, states, numbers, FINISHED
+                    return path, history, FINISHED
                 node, number, depth = chosen, after, depth + 1
         finally:
             PyMem_Free(token)

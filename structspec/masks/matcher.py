@@ -15,7 +15,7 @@ import numpy as np
 
 from structspec.grammar.parse_state import ParseState
 from structspec.lru import ENTRY_OVERHEAD, MISSING, BoundedCache
-from structspec.masks._states import FINISHED, HANDED_OVER, STALE
+from structspec.masks._states import FINISHED, HANDED_OVER, STALE, History
 
 __all__ = ["HANDED_OVER", "Matcher", "numpy_view"]
 
@@ -28,31 +28,15 @@ if TYPE_CHECKING:  # names for annotations only: torch is imported where a tenso
     from structspec.masks.compiled import CompiledGrammar
 
 
-class _History:
-    """A node of a matcher's persistent history: the state after a token, and its number in the
-    compiled grammar's state table (valid in ``epoch``; -1 when not numbered)."""
-
-    __slots__ = ("epoch", "finished", "length", "number", "previous", "state")
-
-    def __init__(self, state: ParseState, previous: _History | None, finished: bool = False, number: int = -1,
-                 epoch: int = -1) -> None:
-        self.state = state
-        self.previous = previous
-        self.finished = finished
-        self.length = 0 if previous is None else previous.length + 1
-        self.number = number
-        self.epoch = epoch
-
-
 class Matcher:
     """Tracks one sequence through a :class:`~structspec.masks.compiled.CompiledGrammar`."""
 
     __slots__ = ("_node", "_probe", "compiled")
 
-    def __init__(self, compiled: CompiledGrammar, _node: _History | None = None) -> None:
+    def __init__(self, compiled: CompiledGrammar, _node: History | None = None) -> None:
         self.compiled = compiled
-        self._node = _node or _History(compiled.grammar.initial_state(), None)
-        self._probe: tuple[_History, int, _History | None] | None = None  # see _next
+        self._node = _node or History(compiled.grammar.initial_state(), None)
+        self._probe: tuple[History, int, History | None] | None = None  # see _next
 
     @property
     def state(self) -> ParseState:
@@ -184,7 +168,7 @@ class Matcher:
         self._node = following
         return True
 
-    def _next(self, token_id: int) -> _History | None:
+    def _next(self, token_id: int) -> History | None:
         """The node after ``token_id`` (None: forbidden), computed once for the current node:
         :meth:`allows` then :meth:`accept_token` of the same token advance only once."""
         node = self._node
@@ -195,7 +179,7 @@ class Matcher:
         self._probe = (node, token_id, following)
         return following
 
-    def _advance(self, node: _History, token_id: int) -> _History | None:
+    def _advance(self, node: History, token_id: int) -> History | None:
         if node.finished:
             return None
         compiled = self.compiled
@@ -214,8 +198,8 @@ class Matcher:
                 break
         if following is None and token_id in vocab.eos_ids:
             # End of sequence, unless a token reference in the grammar names this very token.
-            return _History(state, node, finished=True) if state.accepting else None
-        return None if following is None else _History(following, node, number=after, epoch=now)
+            return History(state, node, finished=True) if state.accepting else None
+        return None if following is None else History(following, node, number=after, epoch=now)
 
     def follow(self, other: Matcher, ahead: int) -> bool:
         """Advance by one token to where ``other`` stood ``ahead`` tokens before its current
@@ -251,12 +235,9 @@ class Matcher:
         compiled = self.compiled
         table = compiled.table
         number, epoch = self._numbered(node)
-        path, states, numbers, token = table.greedy_path(
-            rows, compiled.vocabulary.size, tokens, parents, line, number, epoch, -1 if left is None else left,
+        path, self._node, token = table.greedy_path(
+            rows, compiled.vocabulary.size, tokens, parents, line, node, number, epoch, -1 if left is None else left,
             compiled._advance_token, compiled.mask_words, compiled.tokens_to_finish)
-        for state, after in zip(states, numbers, strict=True):
-            node = _History(state, node, number=after, epoch=epoch)
-        self._node = node
         return path, None if token == FINISHED else token
 
     def accept_tokens(self, token_ids) -> int:
@@ -269,17 +250,14 @@ class Matcher:
         compiled = self.compiled
         table = compiled.table
         number, epoch = self._numbered(node)
-        states, numbers = table.walk(number, epoch, tokens, compiled.vocabulary.size, compiled._advance_token)
-        for state, after in zip(states, numbers, strict=True):
-            node = _History(state, node, number=after, epoch=epoch)
-        self._node = node
-        count = len(states)
+        self._node = table.walk(node, number, epoch, tokens, compiled.vocabulary.size, compiled._advance_token)
+        count = self._node.length - node.length
         # the rest one by one: an end-of-sequence token, or a new epoch begun during the walk
         while count < len(tokens) and self.accept_token(tokens[count]):
             count += 1
         return count
 
-    def _numbered(self, node: _History) -> tuple[int, int]:
+    def _numbered(self, node: History) -> tuple[int, int]:
         """``node``'s state's number in the state table, and the table's epoch it is valid in."""
         table = self.compiled.table
         if node.epoch == table.epoch:
