@@ -27,6 +27,7 @@ let other threads run), then, under the table's lock, inserts it only if the epo
 changed since it was read; the caller's number is then stale and :meth:`StateTable.step` says so.
 """
 
+cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.math cimport INFINITY, NAN, isnan
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
@@ -51,12 +52,15 @@ cdef inline uint64_t _mix(int64_t key) noexcept nogil:
     return h ^ (h >> 31)
 
 
+@cython.trashcan(True)
 cdef class History:
     """A node of a matcher's persistent history: the parse state after a token, the node before
     it (None at the start), whether an end-of-sequence token finished the text there, how many
     tokens lead to it, and its state's number in the state table (valid in ``epoch``; -1 when
     not numbered). Native so that the table's walks add the nodes of the tokens they take
-    without running Python code for each."""
+    without running Python code for each. Freeing a long history frees a chain of nodes, each
+    the last reference to the one before: the trashcan keeps that from recursing once per node
+    (millions of tokens overflowed the C stack without it)."""
 
     cdef readonly object state
     cdef readonly History previous
