@@ -163,6 +163,19 @@ cdef class StateTable:
         with self._lock:
             return self._number(state)
 
+    def numbered(self, History node) -> tuple[int, int]:
+        """``(number, epoch)``: ``node``'s state's number and the current epoch it is valid in
+        (the node's own number while its epoch lasts, else the state numbered again)."""
+        cdef Py_ssize_t number = self._numbered(node)
+        return number, self.epoch
+
+    cdef Py_ssize_t _numbered(self, History node) except -1:
+        """``node``'s state's number in the current epoch (read :attr:`epoch` after: numbering
+        a state may begin a new one)."""
+        if node.epoch == self.epoch:
+            return node.number
+        return self.number(node.state)
+
     cdef Py_ssize_t _number(self, state) except -1:
         """Under the lock: ``state``'s number, given now if new (a new epoch first when full)."""
         found = self._numbers.get(state)
@@ -267,26 +280,23 @@ cdef class StateTable:
             self._cost[number] = cost
         return cost
 
-    def forced(self, Py_ssize_t number, Py_ssize_t epoch, forced_of):
-        """The forced tokens of the state numbered ``number`` in ``epoch`` (asked of
-        ``forced_of(state)`` once per number; do not modify the list); None when ``epoch`` is
-        not the current one."""
-        if epoch != self.epoch or not 0 <= number < len(self._states):
-            return None
+    def forced(self, History node, forced_of) -> list:
+        """The forced tokens of ``node``'s state (asked of ``forced_of(state)`` once per number;
+        do not modify the list)."""
+        cdef Py_ssize_t number = self._numbered(node), epoch = self.epoch
         found = self._forced[number]
         if found is None:
             found = forced_of(self._states[number])  # Python: other threads may run
-            if epoch != self.epoch:
-                return found
-            self._forced[number] = found
+            if epoch == self.epoch:
+                self._forced[number] = found
         return found
 
-    def unmasked_along(self, node, Py_ssize_t n):
-        """The states of a matcher's history nodes (``previous``, ``state``, and ``number``
-        valid in ``epoch``) from ``n`` steps back to ``node``, from the first whose mask was not
-        computed in this epoch (see :meth:`mark_masked`), with their numbers:
-        ``(states, numbers, epoch)``. None when every one was, when a state before it completes
-        the text (no mask comes after it), or when numbering a state began a new epoch."""
+    def unmasked_along(self, History node, Py_ssize_t n):
+        """The states of a matcher's history nodes from ``n`` steps back to ``node``, from the
+        first whose mask was not computed in this epoch (see :meth:`mark_masked`), with their
+        numbers: ``(states, numbers, epoch)``. None when every one was, when a state before it
+        completes the text (no mask comes after it), or when numbering a state began a new
+        epoch."""
         cdef Py_ssize_t k, at = -1, epoch = self.epoch, number
         cdef Py_ssize_t[64] kept
         cdef Py_ssize_t* numbers = &kept[0]
@@ -298,7 +308,7 @@ cdef class StateTable:
             nodes = [None] * (n + 1)
             for k in range(n, -1, -1):
                 nodes[k] = node
-                numbers[k] = node.number if node.epoch == epoch else self.number(node.state)
+                numbers[k] = self._numbered(node)
                 node = node.previous
             if epoch != self.epoch:
                 return None
@@ -321,13 +331,11 @@ cdef class StateTable:
         if epoch == self.epoch and 0 <= number < len(self._states):
             self._masked[number] = True
 
-    def walk(self, History node, Py_ssize_t number, Py_ssize_t epoch, list tokens, Py_ssize_t size,
-             advance) -> History:
-        """The history node after ``tokens`` in turn from ``node``, whose state is numbered
-        ``number`` in ``epoch``, up to the first token the grammar forbids or outside
-        ``[0, size)``, or the first step that finds a new epoch (``node`` itself when that is
-        the first)."""
-        cdef Py_ssize_t now
+    def walk(self, History node, list tokens, Py_ssize_t size, advance) -> History:
+        """The history node after ``tokens`` in turn from ``node``, up to the first token the
+        grammar forbids or outside ``[0, size)``, or the first step that finds a new epoch
+        (``node`` itself when that is the first)."""
+        cdef Py_ssize_t number = self._numbered(node), epoch = self.epoch, now
         cdef int32_t after
         for token in tokens:
             if not 0 <= token < size:
@@ -341,14 +349,12 @@ cdef class StateTable:
         return node
 
     def greedy_path(self, const float[:, :] rows, Py_ssize_t size, list tokens, list parents, list line,
-                    History history, Py_ssize_t start, Py_ssize_t epoch, Py_ssize_t left, advance, words_of,
-                    cost_of) -> tuple:
+                    History history, Py_ssize_t left, advance, words_of, cost_of) -> tuple:
         """Greedy verification of a draft tree, as far as it goes without Python objects:
         ``rows`` the target's float32 rows (row 0 after the committed text, row ``1 + i`` after
         node ``i``) over a vocabulary of ``size`` tokens, the draft's ``tokens``, ``parents``
-        and main ``line``, ``history`` the matcher's node at the committed text and ``start``
-        the number of its state (in ``epoch``),
-        ``left`` the tokens the round may produce (-1: no budget guard). ``advance(state,
+        and main ``line``, ``history`` the matcher's node at the committed text, ``left`` the
+        tokens the round may produce (-1: no budget guard). ``advance(state,
         token)`` computes a step the table lacks, ``words_of(state)`` a state's mask words,
         ``cost_of(state)`` its tokens to finish.
 
@@ -361,13 +367,14 @@ cdef class StateTable:
         :data:`FINISHED` (the path's last node completed the text), or :data:`HANDED_OVER`
         (the Python walk decides at the path's end: a step the budget guard refuses, an
         end-of-sequence token, a masked row with nothing left, or a stale epoch)."""
-        cdef Py_ssize_t n = len(tokens), node = -1, number = start, j, chosen, best, depth = 0
+        cdef Py_ssize_t n = len(tokens), node = -1, number = self._numbered(history), epoch = self.epoch
+        cdef Py_ssize_t j, chosen, best, depth = 0
         cdef Py_ssize_t width = rows.shape[1], now
         cdef int32_t after
         cdef const float* row
         cdef const uint32_t[::1] words
         path = []
-        if (epoch != self.epoch or len(parents) != n or rows.shape[0] < n + 1 or width < 1
+        if (len(parents) != n or rows.shape[0] < n + 1 or width < 1
                 or rows.strides[1] != sizeof(float)):
             return path, history, HANDED_OVER
         if size > width:

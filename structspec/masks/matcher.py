@@ -83,7 +83,7 @@ class Matcher:
         if node.finished:
             return _no_tokens(self.compiled.n_words)
         words = self.compiled.mask_words(node.state)
-        self.compiled.table.mark_masked(*self._numbered(node))  # a prefetch need not compute it again
+        self.compiled.table.mark_masked(*self.compiled.table.numbered(node))  # a prefetch need not compute it again
         return words
 
     def allowed_mask(self) -> torch.Tensor:
@@ -188,13 +188,10 @@ class Matcher:
             return None
         state = node.state
         table = compiled.table
-        number, epoch = node.number, node.epoch
         while True:  # through the state table, by the node's number while its epoch lasts
-            if epoch != table.epoch:
-                epoch = table.epoch
-                number = table.number(state)
+            number, epoch = table.numbered(node)
             after, now, following = table.follow(number, token_id, epoch, compiled._advance_token)
-            if after != STALE:
+            if after != STALE:  # else another thread began an epoch meanwhile: number the state again
                 break
         if following is None and token_id in vocab.eos_ids:
             # End of sequence, unless a token reference in the grammar names this very token.
@@ -233,10 +230,8 @@ class Matcher:
         if node.finished:
             return [], HANDED_OVER
         compiled = self.compiled
-        table = compiled.table
-        number, epoch = self._numbered(node)
-        path, self._node, token = table.greedy_path(
-            rows, compiled.vocabulary.size, tokens, parents, line, node, number, epoch, -1 if left is None else left,
+        path, self._node, token = compiled.table.greedy_path(
+            rows, compiled.vocabulary.size, tokens, parents, line, node, -1 if left is None else left,
             compiled._advance_token, compiled.mask_words, compiled.tokens_to_finish)
         return path, None if token == FINISHED else token
 
@@ -248,22 +243,12 @@ class Matcher:
         if node.finished or not tokens:
             return 0
         compiled = self.compiled
-        table = compiled.table
-        number, epoch = self._numbered(node)
-        self._node = table.walk(node, number, epoch, tokens, compiled.vocabulary.size, compiled._advance_token)
+        self._node = compiled.table.walk(node, tokens, compiled.vocabulary.size, compiled._advance_token)
         count = self._node.length - node.length
         # the rest one by one: an end-of-sequence token, or a new epoch begun during the walk
         while count < len(tokens) and self.accept_token(tokens[count]):
             count += 1
         return count
-
-    def _numbered(self, node: History) -> tuple[int, int]:
-        """``node``'s state's number in the state table, and the table's epoch it is valid in."""
-        table = self.compiled.table
-        if node.epoch == table.epoch:
-            return node.number, node.epoch
-        epoch = table.epoch
-        return table.number(node.state), epoch
 
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` accepted tokens."""
@@ -301,9 +286,7 @@ class Matcher:
         if node.finished:
             return []
         compiled = self.compiled
-        number, epoch = self._numbered(node)
-        found = compiled.table.forced(number, epoch, compiled.forced_tokens)
-        return list(compiled.forced_tokens(node.state) if found is None else found)
+        return list(compiled.table.forced(node, compiled.forced_tokens))
 
 
 def numpy_view(logits: torch.Tensor) -> np.ndarray | None:
